@@ -1,0 +1,44 @@
+# Every target does its own setup on a fresh machine: it creates .venv and installs what it needs.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+MODEL ?= meta-llama/Llama-3.1-8B-Instruct
+
+.PHONY: demo test venv install install-test schema validate bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml setup.py
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: $(BIN)/python pyproject.toml setup.py
+	$(BIN)/python -m pip install -q -e '.[mlx,test]'
+	touch $(VENV)/.installed $@
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+## make demo: the main job on the built-in registry: an estimate table for a well-known model.
+demo: install
+	$(BIN)/omlx-profiles validate
+	$(BIN)/omlx-profiles estimate $(MODEL) --tokens 32k --budget 24GiB --weights-bits 4
+	$(BIN)/omlx-profiles fit $(MODEL) --budget 24GiB --weights-bits 4
+
+## make test: installs the mlx + test extras and runs the whole suite (CPU backend on Linux).
+test: install-test
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+schema: install
+	$(BIN)/omlx-profiles schema --write
+
+validate: install
+	$(BIN)/omlx-profiles validate
+
+bench: install-test
+	$(BIN)/python benchmarks/bench_estimator.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

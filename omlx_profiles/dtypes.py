@@ -1,0 +1,31 @@
+"""Element sizes of the dtypes that appear in MLX caches.
+
+Cached K/V take the *activation* dtype (the dtype handed to ``update_and_fetch``), which for an mlx-lm
+model is the dtype its weights were cast to; recurrent states are often fp32 whatever the model dtype
+(gated-DeltaNet, Mamba2 SSM state), which profiles declare per tensor.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+DTypeName = Literal["bf16", "fp16", "fp32"]
+
+DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+# Spellings met in config.json (torch_dtype / dtype) and on the command line.
+_ALIASES = {
+    "bf16": "bf16", "bfloat16": "bf16", "torch.bfloat16": "bf16",
+    "fp16": "fp16", "float16": "fp16", "half": "fp16", "torch.float16": "fp16",
+    "fp32": "fp32", "float32": "fp32", "float": "fp32", "torch.float32": "fp32",
+}
+
+
+def normalize_dtype(name: object) -> str | None:
+    """Return ``bf16``/``fp16``/``fp32`` for a known spelling, else ``None``."""
+    if not isinstance(name, str):
+        return None
+    return _ALIASES.get(name.strip().lower())
+
+
+def dtype_bytes(name: str) -> int:
+    return DTYPE_BYTES[name]

@@ -1,0 +1,59 @@
+"""Errors the package raises. Every one carries a plain sentence naming *what* and *where*.
+
+The CLI turns them into one-line messages and an exit code; nothing reaches the user as a traceback.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class OmlxProfilesError(Exception):
+    """Base class: an expected, explainable failure (bad input, unknown model, unsupported case)."""
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One problem found in a profile file: ``file:line``, the field path, and a sentence."""
+
+    file: str
+    line: int | None
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        field = f" {self.path}:" if self.path else ""
+        return f"{where}:{field} {self.message}"
+
+
+class ProfileError(OmlxProfilesError):
+    """A profile file (or a set of them) is invalid. ``issues`` lists every problem found."""
+
+    def __init__(self, issues: list[Issue]):
+        self.issues = list(issues)
+        super().__init__("\n".join(str(i) for i in self.issues))
+
+
+class UnknownModelError(OmlxProfilesError, LookupError):
+    """No profile answers to this id. ``suggestions`` holds the closest known ids."""
+
+    def __init__(self, query: str, suggestions: list[str], reason: str = ""):
+        self.query = query
+        self.suggestions = suggestions
+        msg = f"unknown model {query!r}"
+        if reason:
+            msg += f": {reason}"
+        if suggestions:
+            msg += "; closest known ids: " + ", ".join(suggestions)
+        super().__init__(msg)
+
+
+class UnsupportedError(OmlxProfilesError):
+    """The case is real but cannot be answered with a number (mlx-lm would crash, or it is not modelled).
+
+    Reported as ``unsupported: <why>``, never replaced by a guess.
+    """
+
+
+class InputError(OmlxProfilesError, ValueError):
+    """An argument is out of range or of the wrong type (negative tokens, a bool, NaN, ...)."""

@@ -1,0 +1,177 @@
+"""How mlx-lm itself reads a config.json: model class, text-stack args, layer kinds.
+
+The harness must mirror mlx-lm, not Hugging Face: a key that HF honours but mlx-lm ignores
+(`attention_head_dim` for nemotron_h, `sliding_window` for gemma2/phi3/mistral without
+`layer_types`) changes nothing in the mlx-lm cache, and a key that is *absent* takes mlx-lm's
+dataclass default (gemma3_text: head_dim 256, sliding_window_pattern 6; the gemma3 wrapper:
+8 query heads, 4 KV heads, vocab 262208). So every effective value is read back from mlx-lm's
+own ``ModelArgs.from_dict`` instead of from the raw dict.
+
+Only ``omlx_profiles.live`` imports this module; it imports mlx_lm.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+from typing import Any
+
+from mlx_lm.utils import _get_classes
+
+#: Keys under which multimodal wrappers keep the language model's config.
+WRAPPER_KEYS = ("text_config", "language_config", "llm_config")
+
+#: model_type values whose mlx-lm module name differs from the model_type and that
+#: ``mlx_lm.utils._get_classes`` cannot import. mlx-lm 0.32.2 ships ``lfm2-vl.py`` (dash)
+#: but LFM2-VL checkpoints say ``"model_type": "lfm2_vl"`` (underscore), so ``mlx_lm.load``
+#: raises "Model type lfm2_vl not supported." The harness maps it so the text stack can
+#: still be measured; callers are told through ``BuildInfo.module``.
+HARNESS_REMAP = {"lfm2_vl": "lfm2-vl"}
+
+
+def get_classes(config: dict) -> tuple[type, type, str]:
+    """Return (Model, ModelArgs, module name) the way mlx-lm picks them, plus HARNESS_REMAP."""
+    model_type = config["model_type"]
+    if model_type in HARNESS_REMAP:
+        name = HARNESS_REMAP[model_type]
+        arch = importlib.import_module(f"mlx_lm.models.{name}")
+        return arch.Model, arch.ModelArgs, name
+    model_cls, args_cls = _get_classes(config)
+    return model_cls, args_cls, model_cls.__module__.rsplit(".", 1)[-1]
+
+
+def text_dict(config: dict) -> dict:
+    """The dict that describes the layer stack: the wrapper's inner config, or config itself.
+
+    Returns the *same object* (not a copy), so callers may edit it in place.
+    """
+    for key in WRAPPER_KEYS:
+        inner = config.get(key)
+        if isinstance(inner, dict):
+            return inner
+    return config
+
+
+def _inner_args_class(module: str, text_model_type: str | None):
+    """The args class a wrapper module hands its text_config to (read from each wrapper)."""
+    if module == "gemma3":
+        from mlx_lm.models import gemma3_text
+
+        return gemma3_text.ModelArgs
+    if module in ("lfm2-vl",):
+        from mlx_lm.models import lfm2
+
+        return lfm2.ModelArgs
+    if module in ("qwen3_5", "qwen3_5_moe"):
+        from mlx_lm.models import qwen3_5
+
+        return qwen3_5.TextModelArgs
+    if module == "mistral3":
+        from mlx_lm.models import llama, ministral3, mistral4
+
+        return {"ministral3": ministral3.ModelArgs, "mistral4": mistral4.ModelArgs}.get(
+            text_model_type, llama.ModelArgs
+        )
+    return None
+
+
+def text_args(config: dict) -> Any:
+    """mlx-lm's parsed args for the text stack, every default filled in.
+
+    For a wrapper the wrapper's ``__post_init__`` runs first (gemma3 injects vocab and head
+    counts into text_config there), then the inner class parses the result, exactly as the
+    wrapper's ``Model.__init__`` does. Raises whatever mlx-lm raises for a config it cannot read.
+    """
+    cfg = copy.deepcopy(config)
+    _, args_cls, module = get_classes(cfg)
+    args = args_cls.from_dict(cfg)
+    tc = getattr(args, "text_config", None)
+    if tc is None:
+        return args
+    if not isinstance(tc, dict):  # llama4: already a TextArgs dataclass
+        return tc
+    inner_cls = _inner_args_class(module, tc.get("model_type"))
+    if inner_cls is None:
+        raise ValueError(
+            f"no text-args resolver for wrapper module {module!r}; add it to _inner_args_class"
+        )
+    return inner_cls.from_dict(tc)
+
+
+def module_name(config: dict) -> str:
+    return get_classes(config)[2]
+
+
+def text_family(config: dict) -> str:
+    """mlx-lm module that builds the text layers (``mistral`` → ``llama``, wrappers → inner)."""
+    module = module_name(config)
+    inner = text_dict(config)
+    if inner is config:
+        return module
+    if module == "gemma3":
+        return "gemma3_text"
+    if module == "lfm2-vl":
+        return "lfm2"
+    if module in ("qwen3_5", "qwen3_5_moe"):
+        return "qwen3_5"
+    if module == "llama4":
+        return "llama4"
+    if module == "mistral3":
+        mt = inner.get("model_type")
+        return mt if mt in ("ministral3", "mistral4") else "llama"
+    return module
+
+
+def layer_kinds(config: dict) -> list[str]:
+    """Attention kind of every layer of the text stack, as mlx-lm will lay it out.
+
+    Kinds: ``full``, ``sliding``, ``chunked`` (llama4), ``linear`` (gated DeltaNet),
+    ``mamba``/``mlp``/``moe`` (nemotron_h chars M/-/E), ``conv`` (lfm2), ``mla``. This is the
+    layer *pattern* (what ``shrink_config(layers=...)`` must keep), not the cache class: the
+    mistral3 wrapper, for instance, still builds sliding layers (masks) but gives them KVCache.
+    """
+    family = text_family(config)
+    a = text_args(config)
+    n = getattr(a, "num_hidden_layers", None)
+    if family in ("llama", "smollm3", "ministral3", "gpt_oss", "mistral4"):
+        types = list(a.layer_types) if getattr(a, "layer_types", None) else None
+        if types is None and family == "gpt_oss":
+            types = ["sliding_attention", "full_attention"] * (n // 2)
+        if types is None:
+            types = ["full_attention"] * n
+        return ["sliding" if t == "sliding_attention" else "full" for t in types]
+    if family == "gemma3_text":
+        p = a.sliding_window_pattern
+        return ["full" if i % p == p - 1 else "sliding" for i in range(n)]
+    if family in ("qwen3_next", "qwen3_5"):
+        k = a.full_attention_interval
+        return ["full" if (i + 1) % k == 0 else "linear" for i in range(n)]
+    if family == "llama4":
+        return ["full" if (i + 1) % 4 == 0 else "chunked" for i in range(n)]
+    if family == "nemotron_h":
+        chars = {"M": "mamba", "*": "full", "-": "mlp", "E": "moe"}
+        return [chars[c] for c in a.hybrid_override_pattern]
+    if family == "lfm2":
+        idx = set(a.full_attn_idxs)
+        return ["full" if i in idx else "conv" for i in range(n)]
+    if family in ("deepseek_v2", "deepseek_v3", "deepseek_v32"):
+        return ["mla"] * n
+    return ["full"] * n
+
+
+def min_layers(config: dict) -> int:
+    """Smallest prefix of the layer stack that contains every layer kind the model has.
+
+    For periodic patterns that is one full period (gemma3: 6, qwen3-next: 4, gpt-oss: 2,
+    llama4: 4); for nemotron_h it runs to the first attention layer. mlx-lm needs this much in
+    several models anyway (gpt_oss, llama, qwen3_next index the first layer of each kind to
+    build masks).
+    """
+    kinds = layer_kinds(config)
+    wanted = set(kinds)
+    seen: set[str] = set()
+    for i, k in enumerate(kinds):
+        seen.add(k)
+        if seen == wanted:
+            return i + 1
+    return len(kinds)

@@ -1,0 +1,175 @@
+"""Profile files -> validated, inheritance-resolved ``Profile`` objects, with every problem as an ``Issue``.
+
+Inheritance (as models.dev does it): a variant's fields = its family's ``defaults``, overridden by its
+``base`` variant (resolved the same way, in any file), overridden by its own fields. Each top-level field
+is replaced whole (a variant that changes one layer kind restates ``layers``); identity (``name``,
+``ids``, ``aliases``) is never inherited.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .errors import Issue, ProfileError
+from .profile import Profile
+from .schema_models import INHERITED_FIELDS, CompleteVariant, ProfileFile, VariantEntry
+from .yaml_io import line_for, line_index, load_yaml_text, read_text
+
+
+@dataclass
+class LoadedFile:
+    path: Path
+    text: str
+    model: ProfileFile
+    _lines: dict | None = field(default=None, repr=False)
+
+    def line(self, path: tuple) -> int | None:
+        if self._lines is None:
+            self._lines = line_index(self.text)
+        return line_for(self._lines, path)
+
+
+@dataclass
+class VariantRecord:
+    """A variant as declared, with where it was declared."""
+
+    entry: VariantEntry
+    file: LoadedFile
+    index: int  # position in the file's variants list
+
+    @property
+    def family(self) -> str:
+        return self.file.model.family
+
+    def where(self, *sub) -> str:
+        line = self.file.line(("variants", self.index) + tuple(sub))
+        return f"{self.file.path}:{line}" if line else str(self.file.path)
+
+
+def data_path(err_loc: tuple, data: Any) -> tuple:
+    """Keep the parts of a pydantic error location that index into the data.
+
+    Pydantic adds union tags (``one``/``list``, the ``kind`` value) to locations; walking the real
+    data tells them apart from keys, even when a user's key happens to equal a tag.
+    """
+    out = []
+    cur = data
+    for p in err_loc:
+        if isinstance(cur, dict) and p in cur:
+            out.append(p)
+            cur = cur[p]
+        elif isinstance(cur, list) and isinstance(p, int) and 0 <= p < len(cur):
+            out.append(p)
+            cur = cur[p]
+        elif isinstance(cur, (dict, list)) or cur is None:
+            if isinstance(cur, dict) and isinstance(p, str) and not _is_tag(p):
+                out.append(p)  # a missing or unknown key: still part of the path
+                cur = None
+    return tuple(out)
+
+
+def _is_tag(p: str) -> bool:
+    return p in ("one", "list") or p in _KIND_TAGS
+
+
+_KIND_TAGS = {"full", "sliding", "chunked", "latent", "indexer", "state", "none"}
+
+
+def pydantic_issues(err: ValidationError, filename: str, lines, data: Any, prefix: tuple = ()) -> list[Issue]:
+    issues = []
+    for e in err.errors(include_url=False):
+        path = prefix + data_path(e["loc"], data)
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = f"unknown key {path[-1]!r} (not part of the profile schema)" if path else "unknown key"
+        elif e["type"] == "missing":
+            msg = f"required field {path[-1]!r} is missing" if path else msg
+        inp = e.get("input")
+        if e["type"] not in ("missing", "extra_forbidden") and not isinstance(inp, (dict, list)):
+            msg += f" (got {inp!r})"
+        issues.append(Issue(filename, lines(path), ".".join(str(p) for p in path), msg))
+    return issues
+
+
+def load_file(path: Path) -> LoadedFile:
+    """Parse and schema-check one file (no inheritance yet). Raises ``ProfileError``."""
+    text = read_text(path)
+    data = load_yaml_text(text, str(path))
+    if not isinstance(data, dict):
+        raise ProfileError(
+            [Issue(str(path), 1, "", f"top level must be a mapping with 'family' and 'variants', got {type(data).__name__}")]
+        )
+    try:
+        model = ProfileFile.model_validate(data)
+    except ValidationError as e:
+        lf = LoadedFile(path, text, None)  # type: ignore[arg-type]
+        raise ProfileError(pydantic_issues(e, str(path), lf.line, data)) from None
+    return LoadedFile(path, text, model)
+
+
+def _explicit(entry: VariantEntry) -> dict[str, Any]:
+    return {k: getattr(entry, k) for k in entry.model_fields_set if k in INHERITED_FIELDS}
+
+
+def resolve_variants(records: dict[str, VariantRecord]) -> tuple[dict[str, Profile], list[Issue]]:
+    """Apply inheritance and the completeness checks to every variant."""
+    merged: dict[str, dict[str, Any]] = {}
+    issues: list[Issue] = []
+
+    def merge(name: str, stack: tuple[str, ...]) -> dict[str, Any] | None:
+        if name in merged:
+            return merged[name]
+        rec = records[name]
+        fam_defaults = {k: getattr(rec.file.model.defaults, k) for k in rec.file.model.defaults.model_fields_set}
+        out = dict(fam_defaults)
+        base = rec.entry.base
+        if base is not None:
+            if base in stack or base == name:
+                issues.append(Issue(str(rec.file.path), rec.file.line(("variants", rec.index, "base")), f"variants.{rec.index}.base",
+                                    f"inheritance cycle: {' -> '.join(stack + (name, base))}"))
+                return None
+            if base not in records:
+                issues.append(Issue(str(rec.file.path), rec.file.line(("variants", rec.index, "base")), f"variants.{rec.index}.base",
+                                    f"base variant {base!r} does not exist"))
+                return None
+            parent = merge(base, stack + (name,))
+            if parent is None:
+                return None
+            out.update(parent)
+        out.update(_explicit(rec.entry))
+        merged[name] = out
+        return out
+
+    profiles: dict[str, Profile] = {}
+    for name, rec in records.items():
+        data = merge(name, ())
+        if data is None:
+            continue
+        payload = {k: v for k, v in data.items() if v is not None}
+        try:
+            complete = CompleteVariant.model_validate(payload)
+        except ValidationError as e:
+            for iss in pydantic_issues(e, str(rec.file.path), lambda p: None, payload, ("variants", rec.index)):
+                sub = tuple(x for x in iss.path.split(".")[2:] if x)
+                line = rec.file.line(("variants", rec.index) + _intify(sub)) or rec.file.line(("variants", rec.index))
+                msg = iss.message
+                if not sub:
+                    msg = f"variant {name!r} (after inheritance): {msg}"
+                issues.append(Issue(iss.file, line, iss.path, msg))
+            continue
+        profiles[name] = Profile.from_variant(
+            complete,
+            name=name,
+            family=rec.family,
+            ids=rec.entry.ids,
+            aliases=rec.entry.aliases,
+            source=f"{rec.file.path}#{name}",
+        )
+    return profiles, issues
+
+
+def _intify(path: tuple) -> tuple:
+    return tuple(int(p) if isinstance(p, str) and p.isdigit() else p for p in path)

@@ -1,0 +1,95 @@
+"""``omlx-profiles validate``: every problem of a set of profile files, each with ``file:line``, field path
+and a sentence.
+
+Per file: safe YAML parse (duplicate keys, aliases, tabs and binary bytes are errors), the Pydantic
+models (types, unknown keys, positive counts, layout rules), then the committed JSON Schema with
+``jsonschema`` (what editors check, so it must agree). Across files: inheritance, completeness, and
+ids claimed twice. Kernel-route tables (``kernels/*.yaml``) are checked against their own schema.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from .errors import Issue, ProfileError
+from .loader import LoadedFile, load_file, pydantic_issues
+from .paths import builtin_profiles_dir, schema_dir
+from .registry import build_registry
+from .schema_models import KernelRoutesFile
+from .yaml_io import line_for, line_index, load_yaml_text, read_text
+
+
+def _jsonschema_issues(path: Path, text: str, data, schema_name: str) -> list[Issue]:
+    import jsonschema  # imported here: only validation needs it
+
+    schema_file = schema_dir() / schema_name
+    if not schema_file.is_file():
+        return [Issue(str(schema_file), None, "", "schema file is missing; run `omlx-profiles schema --write`")]
+    schema = json.loads(schema_file.read_text(encoding="utf-8"))
+    validator = jsonschema.Draft202012Validator(schema)
+    lines = None
+    out = []
+    for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        if lines is None:
+            lines = line_index(text)
+        p = tuple(err.absolute_path)
+        best = jsonschema.exceptions.best_match([err])
+        out.append(Issue(str(path), line_for(lines, p), ".".join(map(str, p)), f"(JSON Schema) {best.message}"))
+    return out
+
+
+def expand(paths: list[Path]) -> tuple[list[Path], list[Path], list[Issue]]:
+    """Split the arguments into family files and kernel-route files; directories are walked."""
+    families, kernels, issues = [], [], []
+    for p in paths:
+        if p.is_dir():
+            families += sorted(x for x in p.glob("*.yaml") if x.is_file())
+            kernels += sorted(x for x in (p / "kernels").glob("*.yaml") if x.is_file())
+        elif p.is_file():
+            (kernels if p.parent.name == "kernels" else families).append(p)
+        else:
+            issues.append(Issue(str(p), None, "", "no such file or directory"))
+    return families, kernels, issues
+
+
+def validate_kernel_file(path: Path) -> list[Issue]:
+    try:
+        text = read_text(path)
+        data = load_yaml_text(text, str(path))
+    except ProfileError as e:
+        return e.issues
+    try:
+        KernelRoutesFile.model_validate(data)
+    except ValidationError as e:
+        idx = line_index(text)
+        return pydantic_issues(e, str(path), lambda p: line_for(idx, p), data)
+    return _jsonschema_issues(path, text, data, "kernels.schema.json")
+
+
+def validate_paths(paths: list[Path] | None = None) -> tuple[list[Issue], int]:
+    """All issues of the given files/directories (default: the built-in registry) and the variant count."""
+    families, kernels, issues = expand(paths or [builtin_profiles_dir()])
+    good: list[Path] = []
+    for p in families:
+        try:
+            lf: LoadedFile = load_file(p)
+        except ProfileError as e:
+            issues.extend(e.issues)
+            continue
+        schema_issues = _jsonschema_issues(p, lf.text, load_yaml_text(lf.text, str(p)), "profile.schema.json")
+        if schema_issues:
+            issues.extend(schema_issues)
+            continue
+        good.append(p)
+    count = 0
+    if good:
+        try:
+            reg = build_registry([good])
+            count = len(reg)
+        except ProfileError as e:
+            issues.extend(e.issues)
+    for k in kernels:
+        issues.extend(validate_kernel_file(k))
+    return issues, count

@@ -1,0 +1,45 @@
+"""Shared fixtures. Paths to the real config.json corpus beside the checkout (../shared/configs)."""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+CONFIGS = SHARED / "configs"
+PROFILES = REPO / "profiles"
+
+
+@pytest.fixture
+def profiles_copy(tmp_path) -> Path:
+    """A writable copy of the built-in family files (kernel tables and calibration data left out)."""
+    dst = tmp_path / "profiles"
+    dst.mkdir()
+    for p in PROFILES.glob("*.yaml"):
+        shutil.copy(p, dst / p.name)
+    return dst
+
+
+def run_cli(*argv: str):
+    """Run the CLI in-process; returns (exit code, stdout, stderr)."""
+    import contextlib
+    import io
+
+    from omlx_profiles.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def cli():
+    return run_cli
+
+
+def python() -> str:
+    return sys.executable

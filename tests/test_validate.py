@@ -1,0 +1,85 @@
+"""`validate` names file, line and field for every problem, exits 1, never shows a traceback."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+LLAMA_OK = """\
+# yaml-language-server: $schema=../schema/profile.schema.json
+family: t
+model_types: [llama]
+defaults:
+  mlx_model_type: llama
+  dtype: bf16
+  layers:
+    kinds:
+      full: {kind: full}
+    pattern: [full]
+variants:
+  - name: t-ok
+    ids: [test/ok]
+    num_layers: 4
+    num_heads: 4
+    num_kv_heads: 2
+    head_dim: 64
+"""
+
+
+def _write(d, name, text):
+    p = d / name
+    p.write_text(text)
+    return p
+
+
+def test_builtin_profiles_validate(cli):
+    code, out, err = cli("validate")
+    assert code == 0, err
+    assert out.startswith("ok:")
+
+
+def test_good_file(cli, tmp_path):
+    code, _, err = cli("validate", str(_write(tmp_path, "t.yaml", LLAMA_OK)))
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("mutate,field,words,line", [
+    (lambda s: s.replace("    head_dim: 64\n", "    head_dim: 64\n    bogus_key: 1\n"), "variants.0.bogus_key", "unknown key", 18),
+    (lambda s: s.replace("num_layers: 4", "num_layers: -4"), "variants.0.num_layers", "greater than 0", 14),
+    (lambda s: s.replace("full: {kind: full}", "full: {kind: sliding}"), "defaults.layers.kinds.full.window", "missing", 9),
+    (lambda s: s.replace("num_layers: 4", "num_layers: true"), "variants.0.num_layers", "integer", 14),
+    (lambda s: s.replace("pattern: [full]", "pattern: [full, full, full]"), "variants.0", "does not tile", 12),
+])
+def test_bad_file_names_file_line_field(cli, tmp_path, mutate, field, words, line):
+    p = _write(tmp_path, "t.yaml", mutate(LLAMA_OK))
+    code, out, err = cli("validate", str(p))
+    assert code == 1
+    assert "Traceback" not in err
+    assert re.search(rf"{re.escape(str(p))}:{line}: {re.escape(field)}", err), err
+    assert words in err
+
+
+def test_duplicate_id_across_files(cli, tmp_path):
+    _write(tmp_path, "a.yaml", LLAMA_OK)
+    _write(tmp_path, "b.yaml", LLAMA_OK.replace("family: t", "family: u").replace("name: t-ok", "name: u-ok"))
+    code, _, err = cli("validate", str(tmp_path))
+    assert code == 1
+    assert "test/ok" in err and "already claimed" in err and "a.yaml:13" in err and "b.yaml:13" in err
+
+
+def test_duplicate_yaml_key(cli, tmp_path):
+    p = _write(tmp_path, "t.yaml", LLAMA_OK.replace("    num_layers: 4\n", "    num_layers: 4\n    num_layers: 5\n"))
+    code, _, err = cli("validate", str(p))
+    assert code == 1 and f"{p}:15" in err and "duplicate key 'num_layers' (first on line 14)" in err
+
+
+def test_python_tag_is_refused_and_not_run(cli, tmp_path):
+    marker = tmp_path / "pwned"
+    p = _write(tmp_path, "t.yaml", LLAMA_OK + f"notes: !!python/object/apply:os.system ['touch {marker}']\n")
+    code, _, err = cli("validate", str(p))
+    assert code == 1 and not marker.exists() and "YAML error" in err
+
+
+def test_missing_path(cli, tmp_path):
+    code, _, err = cli("validate", str(tmp_path / "nope.yaml"))
+    assert code == 1 and "no such file" in err
