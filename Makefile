@@ -24,8 +24,7 @@ install-test: $(VENV)/.installed-test
 ## make demo: the main job on the built-in registry: an estimate table for a well-known model.
 demo: install
 	$(BIN)/omlx-profiles validate
-	$(BIN)/omlx-profiles estimate $(MODEL) --tokens 32k --budget 24GiB --weights-bits 4
-	$(BIN)/omlx-profiles fit $(MODEL) --budget 24GiB --weights-bits 4
+	$(BIN)/omlx-profiles estimate $(MODEL) --tokens 32k
 
 ## make test: installs the mlx + test extras and runs the whole suite (CPU backend on Linux).
 test: install-test
