@@ -21,9 +21,15 @@ class Issue:
     message: str
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
-        field = f" {self.path}:" if self.path else ""
-        return f"{where}:{field} {self.message}"
+        where = f"{_printable(self.file)}:{self.line}" if self.line else _printable(self.file)
+        field = f" {_printable(self.path)}:" if self.path else ""
+        return f"{where}:{field} {_printable(self.message)}"
+
+
+def _printable(text: str, limit: int = 500) -> str:
+    """Escape control/bidi characters and cut very long text: messages go to a terminal."""
+    out = "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in str(text))
+    return out if len(out) <= limit else out[:limit] + f"... ({len(out) - limit} more characters)"
 
 
 class ProfileError(OmlxProfilesError):

@@ -126,9 +126,13 @@ def kv_report(
     """Per-layer resident cache bytes after ``tokens`` prompt tokens went through ``schedule``."""
     check_count("tokens", tokens, minimum=0)
     check_schedule(schedule, chunk)
-    dt = dtype or profile.dtype
-    if dt not in DTYPE_BYTES:
+    if not isinstance(profile, Profile):
+        raise InputError(f"profile must be a Profile, got {type(profile).__name__}")
+    dt = profile.dtype if dtype is None else dtype
+    if not isinstance(dt, str) or dt not in DTYPE_BYTES:
         raise InputError(f"dtype must be one of {sorted(DTYPE_BYTES)}, got {dt!r}")
+    if quant is not None and not isinstance(quant, KVQuant):
+        raise InputError(f"quant must be a KVQuant or None, got {type(quant).__name__}")
     if quant is not None and schedule != "generate":
         raise InputError("kv quantization happens inside generate_step: use schedule 'generate'")
     act = DTYPE_BYTES[dt]

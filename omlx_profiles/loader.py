@@ -78,9 +78,21 @@ def _is_tag(p: str) -> bool:
 _KIND_TAGS = {"full", "sliding", "chunked", "latent", "indexer", "state", "none"}
 
 
+MAX_ISSUES_PER_FILE = 50  # a file with more problems than this is not worth listing line by line
+MAX_LAYERS = 4096  # real models have at most a few hundred; Profile and every estimate loop over layers
+MAX_SHOWN_INPUT = 80  # characters of an offending value quoted in a message
+
+
+def shown(value: Any) -> str:
+    """``repr`` of an offending value, cut to a readable length (a 1 MB string must not fill the terminal)."""
+    r = repr(value)
+    return r if len(r) <= MAX_SHOWN_INPUT else r[: MAX_SHOWN_INPUT - 3] + "..."
+
+
 def pydantic_issues(err: ValidationError, filename: str, lines, data: Any, prefix: tuple = ()) -> list[Issue]:
     issues = []
-    for e in err.errors(include_url=False):
+    errors = err.errors(include_url=False)
+    for e in errors[:MAX_ISSUES_PER_FILE]:
         path = prefix + data_path(e["loc"], data)
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
@@ -89,9 +101,26 @@ def pydantic_issues(err: ValidationError, filename: str, lines, data: Any, prefi
             msg = f"required field {path[-1]!r} is missing" if path else msg
         inp = e.get("input")
         if e["type"] not in ("missing", "extra_forbidden") and not isinstance(inp, (dict, list)):
-            msg += f" (got {inp!r})"
-        issues.append(Issue(filename, lines(path), ".".join(str(p) for p in path), msg))
+            msg += f" (got {shown(inp)})"
+        issues.append(Issue(filename, lines(path), ".".join(_segment(p) for p in path), msg))
+    if len(errors) > MAX_ISSUES_PER_FILE:
+        issues.append(Issue(filename, None, "", f"... and {len(errors) - MAX_ISSUES_PER_FILE} more problem(s) in this file"))
     return issues
+
+
+def _segment(p: Any) -> str:
+    """A field-path segment as printed: non-printable characters escaped (a key is user data)."""
+    s = str(p)
+    return s if s.isprintable() else s.encode("unicode_escape").decode("ascii")
+
+
+def _crash_issue(e: Exception, filename: str, line: int | None, path: str, what: str) -> Issue:
+    """A validator that raised something other than a validation error: still an error in this file.
+
+    (The schema model should have rejected the input with a sentence; the message says what broke so
+    the gap can be closed, instead of a traceback or an ``internal error`` with no location.)
+    """
+    return Issue(filename, line, path, f"{what} cannot be checked: {type(e).__name__}: {e}")
 
 
 def load_file(path: Path) -> LoadedFile:
@@ -107,6 +136,8 @@ def load_file(path: Path) -> LoadedFile:
     except ValidationError as e:
         lf = LoadedFile(path, text, None)  # type: ignore[arg-type]
         raise ProfileError(pydantic_issues(e, str(path), lf.line, data)) from None
+    except (ArithmeticError, TypeError, ValueError, LookupError, RecursionError) as e:
+        raise ProfileError([_crash_issue(e, str(path), None, "", "this file")]) from None
     return LoadedFile(path, text, model)
 
 
@@ -151,6 +182,15 @@ def resolve_variants(records: dict[str, VariantRecord]) -> tuple[dict[str, Profi
         payload = {k: v for k, v in data.items() if v is not None}
         try:
             complete = CompleteVariant.model_validate(payload)
+            if complete.num_layers > MAX_LAYERS:
+                issues.append(Issue(str(rec.file.path), rec.file.line(("variants", rec.index, "num_layers"))
+                                    or rec.file.line(("variants", rec.index)), f"variants.{rec.index}.num_layers",
+                                    f"variant {name!r}: num_layers {complete.num_layers} is out of range (at most {MAX_LAYERS})"))
+                continue
+        except (ArithmeticError, TypeError, LookupError, RecursionError) as e:
+            issues.append(_crash_issue(e, str(rec.file.path), rec.file.line(("variants", rec.index)),
+                                       f"variants.{rec.index}", f"variant {name!r} (after inheritance)"))
+            continue
         except ValidationError as e:
             for iss in pydantic_issues(e, str(rec.file.path), lambda p: None, payload, ("variants", rec.index)):
                 sub = tuple(x for x in iss.path.split(".")[2:] if x)
@@ -160,14 +200,18 @@ def resolve_variants(records: dict[str, VariantRecord]) -> tuple[dict[str, Profi
                     msg = f"variant {name!r} (after inheritance): {msg}"
                 issues.append(Issue(iss.file, line, iss.path, msg))
             continue
-        profiles[name] = Profile.from_variant(
-            complete,
-            name=name,
-            family=rec.family,
-            ids=rec.entry.ids,
-            aliases=rec.entry.aliases,
-            source=f"{rec.file.path}#{name}",
-        )
+        try:
+            profiles[name] = Profile.from_variant(
+                complete,
+                name=name,
+                family=rec.family,
+                ids=rec.entry.ids,
+                aliases=rec.entry.aliases,
+                source=f"{rec.file.path}#{name}",
+            )
+        except (ArithmeticError, TypeError, ValueError, LookupError, RecursionError) as e:
+            issues.append(_crash_issue(e, str(rec.file.path), rec.file.line(("variants", rec.index)),
+                                       f"variants.{rec.index}", f"variant {name!r} (after inheritance)"))
     return profiles, issues
 
 

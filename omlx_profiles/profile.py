@@ -89,6 +89,10 @@ class Profile:
     aliases: tuple[str, ...] = ()
     source: str = ""  # "profiles/llama.yaml#llama-3.1-8b" or "config.json"
     variant: CompleteVariant | None = field(default=None, repr=False, compare=False)
+    # field -> where its value came from ("config.json: text_config.head_dim", "live probe: layer 3 keys"),
+    # filled by extraction (omlx_profiles.extract); YAML profiles leave it empty and `resolve --explain`
+    # computes file:line from the registry instead.
+    provenance: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     # ------------------------------------------------------------------------------------------
     @property

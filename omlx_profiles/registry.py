@@ -10,7 +10,15 @@ Resolution order for a query (first hit wins), each answer saying how it matched
 
 User directories (``--profiles DIR``, ``OMLX_PROFILES_PATH``) load after the built-in ones; a user
 variant with the same name replaces the built-in one and an id it claims moves to it; both are
-reported in ``Registry.notes``. Inside one source a repeated name or id is an error with both places.
+reported in ``Registry.notes``. Inside one source a repeated name or id is an error with both places,
+and so is an ambiguity: a variant name that is another variant's id or alias, or two variants whose HF
+ids share a repo name (``org-a/Model`` and ``org-b/Model``: ``mlx-community/Model-4bit`` could be
+either). Across sources the later one wins and says so; a repo name still claimed by two variants then
+makes a query that needs it an error naming both, never a silent pick.
+
+Speed: an engine resolves the same few ids on every request, so answers are memoised per query string
+(a ``Resolution`` is immutable); a first resolve is a dict lookup, or a few regex steps for a quantized
+repo name.
 """
 from __future__ import annotations
 
@@ -67,9 +75,29 @@ class Registry:
     _index: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # key -> (variant, how, original)
     _repo_index: dict[str, str] = field(default_factory=dict)
     model_types: dict[str, list[str]] = field(default_factory=dict)  # model_type -> families
+    _ambiguous_repos: dict[str, tuple[str, ...]] = field(default_factory=dict)  # repo -> "variant (where)"
+    _memo: dict[str, Resolution] = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------------------------------------
     def resolve(self, query: object) -> Resolution:
+        """The profile a model id names, and how it matched. Raises ``InputError``/``UnknownModelError``."""
+        if type(query) is str:
+            hit = self._memo.get(query)
+            if hit is not None:
+                return hit
+        res = self._resolve(query)
+        if len(self._memo) >= _MEMO_MAX:
+            self._memo.clear()
+        self._memo[query] = res  # type: ignore[index]  # _resolve accepted it, so it is a str
+        return res
+
+    def _repo_hit(self, repo: str, q: str) -> str | None:
+        if repo in self._ambiguous_repos:
+            raise UnknownModelError(q, [], f"ambiguous: repo name '{repo}' belongs to "
+                                    + " and to ".join(self._ambiguous_repos[repo]) + "; give the full HF id")
+        return self._repo_index.get(repo)
+
+    def _resolve(self, query: object) -> Resolution:
         q = _check_query(query)
         hit = self._index.get(q.lower())
         if hit:
@@ -77,8 +105,9 @@ class Registry:
             return Resolution(self.profiles[name], q, how, original)
         bits, stem = strip_quant_suffixes(q)
         if stem != q:
+            hit = self._index.get(stem.lower())
             repo = stem.rsplit("/", 1)[-1].lower()
-            name = self._repo_index.get(repo) or (self._index.get(stem.lower()) or (None,))[0]
+            name = hit[0] if hit else self._repo_hit(repo, q)
             if name:
                 return Resolution(
                     self.profiles[name], q, "quantized-repo", stem,
@@ -87,8 +116,7 @@ class Registry:
                            + (f" with {bits}-bit weights" if bits else ""),),
                 )
         repo = q.rsplit("/", 1)[-1].lower()
-        if "/" in q and repo in self._repo_index:
-            name = self._repo_index[repo]
+        if "/" in q and (name := self._repo_hit(repo, q)):
             return Resolution(self.profiles[name], q, "repo-name", repo,
                               notes=(f"matched by repo name '{repo}' under another organisation",))
         raise UnknownModelError(q, self.suggest(q), self._family_hint(q))
@@ -138,24 +166,68 @@ def strip_quant_suffixes(q: str) -> tuple[int | None, str]:
         stem = stem[: m.start()]
 
 
+_MEMO_MAX = 4096
+MAX_QUERY = 300
+# C0 and C1 controls, DEL, and the invisible format characters that make two ids look alike or reorder
+# text on a terminal (zero-width spaces/joiners, bidi embeddings/overrides/isolates, BOM).
+_BAD_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+
+
 def _check_query(query: object) -> str:
     if not isinstance(query, str):
         raise InputError(f"model id must be a string, got {type(query).__name__}")
-    q = query.strip()
+    q = query.strip(" ")  # only spaces: str.strip() would also eat NEL/U+2028 and hide them
     if not q:
         raise InputError("model id is empty")
-    if len(q) > 300:
-        raise InputError(f"model id is {len(q)} characters long; ids are at most 300")
-    if any(ord(c) < 32 or ord(c) == 127 for c in q):
-        raise InputError("model id contains control characters")
+    if len(q) > MAX_QUERY:
+        raise InputError(f"model id is {len(q)} characters long; ids are at most {MAX_QUERY}")
+    m = _BAD_CHARS.search(q)
+    if m:
+        raise InputError(f"model id contains a control or invisible character (U+{ord(m.group()):04X} at position {m.start()})")
     return q
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    """A variant's claim on an id or alias; ``where`` (file:line) is only computed for a message."""
+
+    name: str
+    rec: VariantRecord
+    fld: str  # "ids" | "aliases"
+    j: int
+    src: int  # source index: 0 = built-in, then user directories in order
+    how: str  # "id" | "alias"
+    key: str  # as written
+
+    @property
+    def where(self) -> str:
+        return self.rec.where(self.fld, self.j)
+
+
+def _split_where(where: str) -> tuple[str, int | None]:
+    """``"profiles/x.yaml:12"`` -> (``"profiles/x.yaml"``, 12); a bare path keeps ``None``."""
+    head, _, tail = where.rpartition(":")
+    return (head, int(tail)) if head and tail.isdigit() else (where, None)
+
+
+def _shown_path(p: object, n: int = 160) -> str:
+    s = str(p)
+    return s if len(s) <= n else s[: n // 2] + "..." + s[-n // 2:]
 
 
 def profile_files(directory: Path) -> list[Path]:
     """The family files of a profiles directory (kernel tables and calibration data live in subfolders)."""
-    if not directory.is_dir():
-        raise ProfileError([Issue(str(directory), None, "", "profiles directory does not exist")])
-    return sorted(p for p in directory.glob("*.yaml") if p.is_file())
+    try:
+        directory = Path(directory)
+        if not directory.is_dir():
+            why = "is not a directory" if directory.exists() else "profiles directory does not exist"
+            raise ProfileError([Issue(_shown_path(directory), None, "", why)])
+        # every *.yaml that is not a directory: a FIFO, a device or a dangling link is reported by the
+        # loader ("not a regular file"), never opened, never silently skipped
+        return sorted(p for p in directory.glob("*.yaml") if not p.is_dir())
+    except (OSError, ValueError) as e:  # name too long, permission denied, embedded NUL
+        why = getattr(e, "strerror", None) or str(e)
+        raise ProfileError([Issue(_shown_path(directory), None, "", f"cannot read profiles directory: {why}")]) from None
 
 
 def _load_source(paths: list[Path]) -> tuple[list[LoadedFile], list[Issue]]:
@@ -177,7 +249,8 @@ def build_registry(sources: list[list[Path]], *, strict: bool = True) -> Registr
     reg = Registry()
     all_issues: list[Issue] = []
     records: dict[str, VariantRecord] = {}
-    owner: dict[str, tuple[str, str, int]] = {}  # lower key -> (variant, where, source index)
+    name_src: dict[str, int] = {}
+    owner: dict[str, _Claim] = {}  # lower key -> who claims it (``where`` is only computed for messages)
     for src_i, paths in enumerate(sources):
         files, issues = _load_source(paths)
         all_issues.extend(issues)
@@ -198,15 +271,17 @@ def build_registry(sources: list[list[Path]], *, strict: bool = True) -> Registr
                     reg.notes.append(f"{rec.where('name')}: user variant {entry.name!r} overrides the one at "
                                      f"{records[entry.name].where('name')}")
                 records[entry.name] = rec
+                name_src[entry.name] = src_i
         # ids and aliases: unique within a source, a later source takes them over (and says so)
         for name, rec in seen_in_source.items():
             keys = [(k, "id", "ids", j) for j, k in enumerate(rec.entry.ids)] + [
                 (k, "alias", "aliases", j) for j, k in enumerate(rec.entry.aliases)]
             for key, how, fld, j in keys:
                 low = key.lower()
-                where = rec.where(fld, j)
+                claim = _Claim(name, rec, fld, j, src_i, how, key)
                 if low in owner:
-                    prev_name, prev_where, prev_src = owner[low]
+                    prev = owner[low]
+                    prev_name, prev_src = prev.name, prev.src
                     if prev_name == name and prev_src == src_i:
                         all_issues.append(Issue(str(rec.file.path), rec.file.line(("variants", rec.index, fld, j)),
                                                 f"variants.{rec.index}.{fld}.{j}", f"{key!r} is listed twice"))
@@ -214,12 +289,46 @@ def build_registry(sources: list[list[Path]], *, strict: bool = True) -> Registr
                     if prev_src == src_i:
                         all_issues.append(Issue(str(rec.file.path), rec.file.line(("variants", rec.index, fld, j)),
                                                 f"variants.{rec.index}.{fld}.{j}",
-                                                f"id {key!r} is already claimed by variant {prev_name!r} at {prev_where}"))
+                                                f"id {key!r} is already claimed by variant {prev_name!r} at {prev.where}"))
                         continue
                     if prev_name != name:
-                        reg.notes.append(f"{where}: {key!r} now resolves to user variant {name!r} "
-                                         f"instead of {prev_name!r} ({prev_where})")
-                owner[low] = (name, where, src_i)
+                        reg.notes.append(f"{claim.where}: {key!r} now resolves to user variant {name!r} "
+                                         f"instead of {prev_name!r} ({prev.where})")
+                owner[low] = claim
+    # a variant name that is also another variant's id or alias: one query, two answers
+    name_wins: set[str] = set()
+    for name, rec in records.items():
+        low = name.lower()
+        if low not in owner or owner[low].name == name:
+            continue
+        c = owner[low]
+        other, other_where, other_src, how, key = c.name, c.where, c.src, c.how, c.key
+        here = rec.where("name")
+        if other_src == name_src[name]:
+            all_issues.append(Issue(str(rec.file.path), rec.file.line(("variants", rec.index, "name")),
+                                    f"variants.{rec.index}.name",
+                                    f"variant name {name!r} is also the {how} {key!r} of variant {other!r} at {other_where}"))
+        elif name_src[name] > other_src:
+            name_wins.add(low)
+            reg.notes.append(f"{here}: {name!r} now resolves to user variant {name!r} instead of {other!r} ({other_where})")
+        else:
+            reg.notes.append(f"{other_where}: {key!r} now resolves to user variant {other!r} instead of variant {name!r} ({here})")
+    # repo names (the part after the org) that quantized conversions are matched by
+    repos: dict[str, dict[int, dict[str, _Claim]]] = {}  # repo -> source -> variant -> first claim
+    for c in owner.values():
+        if c.how == "id" and "/" in c.key:
+            repo = c.key.rsplit("/", 1)[-1].lower()
+            repos.setdefault(repo, {}).setdefault(c.src, {}).setdefault(c.name, c)
+    for repo, by_src in repos.items():
+        for src_i, claims in by_src.items():
+            if len(claims) > 1:
+                (n1, c1), (n2, c2) = list(claims.items())[:2]
+                w1, w2 = c1.where, c2.where
+                file2, line2 = _split_where(w2)
+                all_issues.append(Issue(file2, line2, "",
+                                        f"ambiguous repo name {repo!r}: variant {n2!r} ({w2}) and variant {n1!r} ({w1}) "
+                                        f"both have an HF id ending in '/{repo}', so a converted repo such as "
+                                        f"'mlx-community/{repo}-4bit' cannot tell them apart"))
     profiles, issues = resolve_variants(records)
     all_issues.extend(issues)
     if all_issues and strict:
@@ -227,26 +336,35 @@ def build_registry(sources: list[list[Path]], *, strict: bool = True) -> Registr
     reg.notes.extend(str(i) for i in all_issues)
     reg.profiles = profiles
     reg.records = records
+    for low, c in owner.items():
+        if c.name in profiles and low not in name_wins:
+            reg._index[low] = (c.name, c.how, c.key)
     for name in profiles:
-        reg._index[name.lower()] = (name, "name", name)
-    for low, (name, _, _) in owner.items():
-        if name not in profiles:
-            continue
-        rec = records[name]
-        how = "id" if any(k.lower() == low for k in rec.entry.ids) else "alias"
-        original = next(k for k in (*rec.entry.ids, *rec.entry.aliases) if k.lower() == low)
-        reg._index[low] = (name, how, original)
-        if how == "id" and "/" in original:
-            reg._repo_index.setdefault(original.rsplit("/", 1)[-1].lower(), name)
+        low = name.lower()
+        if low not in reg._index or low in name_wins:
+            reg._index[low] = (name, "name", name)
+    for repo, by_src in repos.items():
+        top = by_src[max(by_src)]
+        live = {n: c for n, c in top.items() if n in profiles}
+        if len(live) == 1:
+            reg._repo_index[repo] = next(iter(live))
+        elif len(live) > 1:
+            reg._ambiguous_repos[repo] = tuple(f"variant {n!r} ({c.where})" for n, c in live.items())
     return reg
 
 
 def load_registry(extra_dirs: list[Path | str] | None = None, *, include_env: bool = True, strict: bool = True) -> Registry:
     """The built-in registry plus ``extra_dirs`` and ``OMLX_PROFILES_PATH`` (user entries win)."""
     sources = [profile_files(builtin_profiles_dir())]
-    dirs = [Path(d) for d in (extra_dirs or [])]
+    try:
+        dirs = [Path(d) for d in (extra_dirs or [])]
+    except TypeError as e:
+        raise InputError(f"profile directories must be paths: {e}") from None
     if include_env:
-        dirs = env_profile_dirs() + dirs
+        try:
+            dirs = env_profile_dirs() + dirs
+        except (RuntimeError, OSError, ValueError) as e:  # '~nosuchuser/...' cannot be expanded
+            raise ProfileError([Issue("OMLX_PROFILES_PATH", None, "", f"cannot use this directory list: {e}")]) from None
     for d in dirs:
         sources.append(profile_files(d))
     return build_registry(sources, strict=strict)

@@ -21,10 +21,20 @@ STEP = 256
 SCHEDULES = ("generate", "direct")
 
 
+MAX_CALLS = 1_000_000  # a replay longer than this is a typo (chunk 1 for a billion tokens), not a request
+
+
 def calls_for(tokens: int, schedule: str, chunk: int) -> list[int]:
     """Sizes of the successive model calls that feed ``tokens`` prompt tokens into the cache."""
     if tokens <= 0:
         return []
+    if schedule != "direct" and (tokens - 1) // chunk > MAX_CALLS:
+        from .errors import InputError
+
+        raise InputError(
+            f"{tokens} tokens in chunks of {chunk} is {(tokens - 1) // chunk} prefill calls; "
+            f"at most {MAX_CALLS} are replayed: use a larger chunk"
+        )
     if schedule == "direct":
         return [tokens]
     head = tokens - 1

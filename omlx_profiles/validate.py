@@ -5,6 +5,10 @@ Per file: safe YAML parse (duplicate keys, aliases, tabs and binary bytes are er
 models (types, unknown keys, positive counts, layout rules), then the committed JSON Schema with
 ``jsonschema`` (what editors check, so it must agree). Across files: inheritance, completeness, and
 ids claimed twice. Kernel-route tables (``kernels/*.yaml``) are checked against their own schema.
+
+Files outside the built-in ``profiles/`` are checked the way the registry loads a user directory: on
+top of the built-in profiles (a ``base:`` may name a built-in variant; an id taken over is a note), and
+a file that is not a regular file (FIFO, device, dangling link) is reported, never opened.
 """
 from __future__ import annotations
 
@@ -14,9 +18,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from .errors import Issue, ProfileError
-from .loader import LoadedFile, load_file, pydantic_issues
+from .loader import MAX_ISSUES_PER_FILE, LoadedFile, load_file, pydantic_issues
 from .paths import builtin_profiles_dir, schema_dir
-from .registry import build_registry
+from .registry import build_registry, profile_files
 from .schema_models import KernelRoutesFile
 from .yaml_io import line_for, line_index, load_yaml_text, read_text
 
@@ -31,27 +35,50 @@ def _jsonschema_issues(path: Path, text: str, data, schema_name: str) -> list[Is
     validator = jsonschema.Draft202012Validator(schema)
     lines = None
     out = []
-    for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    if len(errors) > MAX_ISSUES_PER_FILE:
+        extra = len(errors) - MAX_ISSUES_PER_FILE
+        errors = errors[:MAX_ISSUES_PER_FILE]
+    else:
+        extra = 0
+    for err in errors:
         if lines is None:
             lines = line_index(text)
         p = tuple(err.absolute_path)
         best = jsonschema.exceptions.best_match([err])
-        out.append(Issue(str(path), line_for(lines, p), ".".join(map(str, p)), f"(JSON Schema) {best.message}"))
+        out.append(Issue(str(path), line_for(lines, p), ".".join(map(str, p)), f"(JSON Schema) {_cut(best.message)}"))
+    if extra:
+        out.append(Issue(str(path), None, "", f"... and {extra} more JSON Schema problem(s) in this file"))
     return out
+
+
+def _cut(msg: str, n: int = 300) -> str:
+    return msg if len(msg) <= n else msg[: n - 3] + "..."
 
 
 def expand(paths: list[Path]) -> tuple[list[Path], list[Path], list[Issue]]:
     """Split the arguments into family files and kernel-route files; directories are walked."""
     families, kernels, issues = [], [], []
     for p in paths:
-        if p.is_dir():
-            families += sorted(x for x in p.glob("*.yaml") if x.is_file())
-            kernels += sorted(x for x in (p / "kernels").glob("*.yaml") if x.is_file())
-        elif p.is_file():
-            (kernels if p.parent.name == "kernels" else families).append(p)
-        else:
-            issues.append(Issue(str(p), None, "", "no such file or directory"))
+        try:
+            p = Path(p)
+            if p.is_dir():
+                families += sorted(x for x in p.glob("*.yaml") if not x.is_dir())  # non-regular: reported
+                kernels += sorted(x for x in (p / "kernels").glob("*.yaml") if not x.is_dir())
+            elif p.is_file():
+                (kernels if p.parent.name == "kernels" else families).append(p)
+            elif p.exists():
+                issues.append(Issue(_shown(p), None, "", "not a regular file or directory"))
+            else:
+                issues.append(Issue(_shown(p), None, "", "no such file or directory"))
+        except (OSError, ValueError) as e:  # name too long, permission denied, embedded NUL
+            issues.append(Issue(_shown(p), None, "", f"cannot read: {getattr(e, 'strerror', None) or e}"))
     return families, kernels, issues
+
+
+def _shown(p: object, n: int = 160) -> str:
+    s = str(p)
+    return s if len(s) <= n else s[: n // 2] + "..." + s[-n // 2:]
 
 
 def validate_kernel_file(path: Path) -> list[Issue]:
@@ -65,6 +92,8 @@ def validate_kernel_file(path: Path) -> list[Issue]:
     except ValidationError as e:
         idx = line_index(text)
         return pydantic_issues(e, str(path), lambda p: line_for(idx, p), data)
+    except (ArithmeticError, TypeError, ValueError, LookupError, RecursionError) as e:
+        return [Issue(str(path), None, "", f"this file cannot be checked: {type(e).__name__}: {e}")]
     return _jsonschema_issues(path, text, data, "kernels.schema.json")
 
 
@@ -85,9 +114,20 @@ def validate_paths(paths: list[Path] | None = None) -> tuple[list[Issue], int]:
         good.append(p)
     count = 0
     if good:
+        sources = [good]
         try:
-            reg = build_registry([good])
-            count = len(reg)
+            builtin = profile_files(builtin_profiles_dir())
+        except ProfileError:
+            builtin = []
+        in_builtin = {b.resolve() for b in builtin}
+        if builtin and not any(p.resolve() in in_builtin for p in good):
+            # user files are checked the way the registry loads them: on top of the built-in profiles,
+            # so a `base:` naming a built-in variant resolves and an id taken over is a note, not an error
+            sources = [builtin, good]
+        try:
+            reg = build_registry(sources)
+            mine = {p.resolve() for p in good}
+            count = sum(1 for name, rec in reg.records.items() if name in reg.profiles and rec.file.path.resolve() in mine)
         except ProfileError as e:
             issues.extend(e.issues)
     for k in kernels:

@@ -373,6 +373,9 @@ def sdpa_micro(qL, kLs, repeats, deadline, results, save):
     for label, nq, nkv, Dk, Dv, sinks, window in SDPA_SLIDING:
         kL = window - 1 + qL
         for mk in ("bool", "additive"):
+            if time.time() - T0 > deadline:
+                log("sdpa: deadline reached, stopping")
+                return
             r = sdpa_case(label, nq, nkv, Dk, Dv, qL, kL, mk, sinks, repeats, window=window)
             recs.append(r)
             log(
@@ -487,11 +490,14 @@ def block_micro(model, cfg, qL, repeats):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="tiny shrunk configs, small lengths (CPU test)")
-    ap.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma list, or 'none'")
+    ap.add_argument(
+        "--models", default=",".join(DEFAULT_MODELS), help="comma list of name or name@L1+L2, or 'none'"
+    )
     ap.add_argument("--lengths", default="8192,32768,65536")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--step", type=int, default=2048, help="prefill_step_size")
     ap.add_argument("--sdpa", action="store_true", help="run the SDPA microbenchmark")
+    ap.add_argument("--sdpa-budget", type=float, default=120.0, help="seconds allowed for the SDPA sweep")
     ap.add_argument("--sdpa-kl", default="2048,8192,32768,65536")
     ap.add_argument("--blocks", action="store_true", help="per-model MLP/MoE/attention block microbench")
     ap.add_argument("--deadline", type=float, default=480.0, help="seconds from start; skip what would pass it")
@@ -553,12 +559,16 @@ def main():
 
     if args.sdpa:
         log(f"SDPA microbenchmark qL={sdpa_qL} kL={sdpa_kls}")
-        sdpa_micro(sdpa_qL, sdpa_kls, args.repeats, args.deadline, results, save)
+        sdpa_deadline = min(args.deadline, time.time() - T0 + args.sdpa_budget)
+        sdpa_micro(sdpa_qL, sdpa_kls, args.repeats, sdpa_deadline, results, save)
         save()
 
     models = [] if args.models == "none" else args.models.split(",")
     stream = mx.new_stream(mx.default_device())
-    for name in models:
+    for spec in models:
+        # "name" or "name@L1+L2" (lengths for this model only)
+        name, _, ls = spec.partition("@")
+        mlengths = [int(x) for x in ls.split("+")] if ls else lengths
         if time.time() - T0 > args.deadline - 20:
             log(f"{name}: skipped (deadline)")
             results["models"][name] = {"skipped": "deadline"}
@@ -572,7 +582,7 @@ def main():
         pre_build = active()
         tb = time.time()
         model, wbytes = build_model(cfg)
-        tokens_all = mx.random.randint(0, t.get("vocab_size", 1000) or 1000, (max(lengths),)).astype(mx.int32)
+        tokens_all = mx.random.randint(0, t.get("vocab_size", 1000) or 1000, (max(mlengths),)).astype(mx.int32)
         mx.eval(tokens_all)
         settle()
         baseline = active()
@@ -598,7 +608,7 @@ def main():
             rec["blocks"] = block_micro(model, cfg, step, args.repeats)
             save()
         last_wall = {}
-        for L in lengths:
+        for L in mlengths:
             for rep in range(args.repeats):
                 # projected wall time for this point
                 if L in last_wall:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from ..kv import DEFAULT_QUANTIZED_KV_START, KVQuant
 from ..report import EstimateOptions, build_estimate
-from ..units import format_bytes
 from .common import add_model_args, positive_int_arg, print_json, resolve_model, tokens_arg
 
 
@@ -13,7 +12,11 @@ def register(sub) -> None:
         description="Estimate the cache bytes a model holds after a prompt of N tokens (mlx-lm 0.32 rules).",
         epilog="examples:\n  omlx-profiles estimate meta-llama/Llama-3.1-8B-Instruct --tokens 32k\n"
                "  omlx-profiles estimate qwen3-8b --tokens 8192 --kv-bits 8 --json\n"
-               "  omlx-profiles estimate --config path/to/config.json --tokens 1000",
+               "  omlx-profiles estimate --config path/to/config.json --tokens 1000\n"
+               "  omlx-profiles estimate mlx-community/Qwen3-8B-4bit --tokens 128k --budget 24GiB\n"
+               "  omlx-profiles estimate ~/models/Llama-3.1-8B-Instruct-4bit --tokens 32k   # exact weights\n"
+               "exit codes: 0 ok (fits, or no --budget); 1 does not fit the budget (or cannot be shown to: weights "
+               "unknown); 2 usage or input error",
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     add_model_args(p)
     p.add_argument("--tokens", required=True, type=tokens_arg, help="prompt tokens (32k = 32768)")
@@ -25,27 +28,47 @@ def register(sub) -> None:
     p.add_argument("--kv-group-size", type=int, choices=(32, 64, 128), default=64)
     p.add_argument("--kv-start", type=positive_int_arg, default=DEFAULT_QUANTIZED_KV_START,
                    help=f"quantized_kv_start (default {DEFAULT_QUANTIZED_KV_START}, mlx-lm's)")
+    from .cmd_fit import add_weights_args  # --weights-bits, --reserve (issue 6)
+
+    add_weights_args(p)
+    # prefill peak (issue 5)
+    from .common import size_arg
+
+    p.add_argument("--cached", type=tokens_arg, default=0, metavar="N",
+                   help="tokens of the prompt already in the cache (prefix cache): they widen attention, add no KV")
+    p.add_argument("--backend", choices=("metal", "cuda", "cpu"),
+                   help="MLX backend whose kernels run the prefill (default metal)")
+    p.add_argument("--mlx-version", metavar="V", help="MLX version: picks the kernel routes (default: the newest table)")
+    p.add_argument("--budget", type=size_arg, metavar="SIZE",
+                   help="memory budget (e.g. 24GiB): exit 1 when weights + prefill peak exceed it less the reserve")
     p.add_argument("--json", action="store_true", help="machine-readable output (stable keys, see README)")
     p.set_defaults(func=run)
 
 
 def options(args) -> EstimateOptions:
     quant = KVQuant(args.kv_bits, args.kv_group_size, args.kv_start) if args.kv_bits else None
-    return EstimateOptions(tokens=args.tokens, schedule=args.schedule, chunk=args.chunk, dtype=args.dtype, quant=quant)
+    return EstimateOptions(tokens=args.tokens, schedule=args.schedule, chunk=args.chunk, dtype=args.dtype, quant=quant,
+                           cached=getattr(args, "cached", 0) or 0, backend=getattr(args, "backend", None),
+                           mlx_version=getattr(args, "mlx_version", None), budget=getattr(args, "budget", None),
+                           reserve=getattr(args, "reserve", None), weights_bits=getattr(args, "weights_bits", None))
 
 
 def run(args) -> int:
+    from dataclasses import replace
+
+    from .cmd_fit import resolve_weights
+
     res = resolve_model(args)
-    est = build_estimate(res, options(args))
+    weights = resolve_weights(res, args)  # exact from a local dir's safetensors headers, else the profile
+    est = build_estimate(res, replace(options(args), weights=weights))
+    est["weights"] = weights.as_dict()
     if args.json:
         print_json(est)
-        return 0
-    print(f"{est['model']} -> {est['variant']} ({est['family']}), {est['tokens']} tokens, "
-          f"{est['schedule']} schedule, chunk {est['chunk']}, {est['dtype']}")
-    kinds: dict[str, list[int]] = {}
-    for layer in est["layers"]:
-        kinds.setdefault(layer["kind"], []).append(layer["bytes"])
-    for kind, sizes in kinds.items():
-        print(f"  {len(sizes):3d} x {kind:<12} {format_bytes(sum(sizes)):>12}")
-    print(f"  resident KV  {format_bytes(est['kv_bytes']):>12}  ({est['kv_bytes']} bytes)")
+    else:
+        from ..render import render_estimate
+
+        print(render_estimate(est))
+    # with a budget, exit 0 only when the request is shown to fit (unknown weights cannot show it)
+    if getattr(args, "budget", None) is not None and est.get("fits") is not True:
+        return 1
     return 0

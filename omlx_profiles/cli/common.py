@@ -43,14 +43,25 @@ def resolve_model(args, query: str | None = None) -> Resolution:
     try:
         return reg.resolve(query)
     except LookupError:
-        p = Path(query).expanduser()
-        if _looks_like_path(query) and (p.is_dir() or p.suffix == ".json"):
+        p = _expand(query)
+        if p is not None and _looks_like_path(query) and (p.is_dir() or p.suffix == ".json"):
             return _from_config(p, args, reg)
         raise
 
 
+def _expand(q: str) -> Path | None:
+    try:
+        return Path(q).expanduser()
+    except (RuntimeError, OSError, ValueError):  # ~nosuchuser, over-long or odd names: not a path
+        return None
+
+
 def _looks_like_path(q: str) -> bool:
-    return q.startswith((".", "/", "~")) or Path(q).expanduser().exists()
+    p = _expand(q)
+    try:
+        return p is not None and (q.startswith((".", "/", "~")) or p.exists())
+    except OSError:
+        return False
 
 
 def _from_config(path: Path, args, reg: Registry | None = None) -> Resolution:
@@ -60,10 +71,14 @@ def _from_config(path: Path, args, reg: Registry | None = None) -> Resolution:
 
 
 def tokens_arg(text: str) -> int:
+    """A prompt length: at least one token (mlx-lm cannot run an empty prompt)."""
     try:
-        return parse_tokens(text)
+        v = parse_tokens(text)
     except InputError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 token, got {text}")
+    return v
 
 
 def size_arg(text: str) -> int:

@@ -104,9 +104,14 @@ def shrink_config(
 
     ``hidden`` is used only where the head dim does not depend on it. ``q_heads`` (default:
     keep) sets the query-head count; it must be a multiple of the KV-head count and it changes
-    the SDPA transient, not the cache. ``layers``: ``None`` keeps the depth; an int keeps the
-    first N layers of the stack (pattern lists cut, index lists filtered); ``"period"`` keeps
-    the shortest prefix holding every layer kind (see ``_resolve.min_layers``).
+    the SDPA transient, not the cache. ``layers``: ``None`` keeps the depth; an int N keeps the
+    first N layers of the stack, N >= ``min_layers(config)`` (pattern lists cut, index lists
+    filtered); ``"period"`` keeps the shortest prefix holding every layer kind (see
+    ``_resolve.min_layers``); ``"period+1"`` adds one layer, which is what *peak* measurements need: ``generate_step`` evaluates only
+    the cache states of a prefill chunk, so a layer whose output feeds no later cache (the
+    last layer) is never computed, and its attention transient never happens. With
+    ``"period"`` the last kind of the period (gemma3's global layer, qwen3-next's full
+    layer) would be that dead layer; a 1-layer model shows no attention transient at all.
 
     Raises ``ValueError`` for a text family this function has no rule for, or for a
     ``q_heads`` that would change the cache.
@@ -196,9 +201,18 @@ def shrink_config(
     # --- depth ------------------------------------------------------------------------
     if layers is not None:
         n_old = len(layer_kinds(config))
-        n_new = min_layers(config) if layers == "period" else int(layers)
-        if not 1 <= n_new <= n_old:
-            raise ValueError(f"layers={layers!r} outside 1..{n_old}")
+        if layers == "period":
+            n_new = min_layers(config)
+        elif layers == "period+1":
+            n_new = min(min_layers(config) + 1, n_old)
+        else:
+            n_new = int(layers)
+        if not min_layers(config) <= n_new <= n_old:
+            raise ValueError(
+                f"layers={layers!r}: need {min_layers(config)}..{n_old} so that the prefix keeps "
+                "every layer kind (mlx-lm's gpt_oss, llama, lfm2, qwen3_5 and nemotron_h index "
+                "the first layer of each kind and fail without it)"
+            )
         _cut_depth(t, eff, family, n_new)
     return out
 

@@ -253,6 +253,7 @@ def _layout_entry(c: Any) -> dict:
         if a is None or isinstance(a, (tuple, list)):
             row[name] = None
             continue
-        row[name] = {"shape": list(a.shape), "rows": a.shape[-2], "row_shape": [a.shape[1], a.shape[-1]],
+        row[name] = {"shape": list(a.shape), "rows": a.shape[-2],
+                     "row_shape": [a.shape[1], a.shape[-1]],
                      "dtype": str(a.dtype).removeprefix("mlx.core.")}
     return row

@@ -1,0 +1,175 @@
+"""``omlx-profiles calibrate MODEL|--config F --tokens 8192,32768``: measure prefill peaks on the running
+MLX backend and compare them with the estimate.
+
+It builds the live mlx-lm model with random weights (``omlx_profiles.live.build``: nothing is downloaded),
+replays ``generate_step``'s prefill (``omlx_profiles.live.peak``), records the peak over the baseline per
+call and overall, prints estimate / measured with a progress bar on stderr, and saves the points to
+``profiles/calibration/<backend>/<variant>.yaml`` (``--out`` to change, ``--no-save`` to skip), which the
+tests check the estimator against.
+
+Real sizes need a machine that holds the weights; ``--shrink`` builds the tiny model with the same cache
+layout (the estimate then uses that tiny model's profile), ``--layers N|period`` keeps the first layers.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from ..errors import InputError, UnsupportedError
+from .common import add_model_args, positive_int_arg, resolve_model
+
+
+def _token_list(text: str) -> list[int]:
+    from ..units import parse_tokens
+
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if part:
+            out.append(parse_tokens(part))
+    if not out:
+        raise InputError("--tokens needs at least one length, e.g. 8192,32768")
+    return out
+
+
+def register(sub) -> None:
+    import argparse
+
+    p = sub.add_parser(
+        "calibrate", help="measure prefill peaks on this machine and compare with the estimate",
+        description="Build the live model (random weights), replay generate_step's prefill, and record the "
+                    "measured peak over the baseline next to the estimate.",
+        epilog="examples:\n"
+               "  omlx-profiles calibrate llama-3.2-1b-instruct --tokens 2k,8k --shrink --layers 4\n"
+               "  omlx-profiles calibrate --config path/to/config.json --tokens 8192,32768 --repeats 2\n"
+               "exit codes: 0 every estimate within [1.00, 1.15] of its measurement; 1 otherwise; 2 usage",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_args(p)
+    p.add_argument("--tokens", required=True, type=_token_list, metavar="N[,N...]", help="prompt lengths")
+    p.add_argument("--chunk", type=positive_int_arg, default=2048, help="prefill step size (default 2048)")
+    p.add_argument("--cached", type=int, default=0, metavar="N", help="prefix tokens already in the cache")
+    p.add_argument("--repeats", type=positive_int_arg, default=1, help="measurements per length (the max is kept)")
+    p.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16",
+                   help="weights/activations (CPU MoE runs in fp32: MLX's CPU gather_mm)")
+    p.add_argument("--shrink", action="store_true", help="tiny widths, same cache layout (CPU-friendly)")
+    p.add_argument("--layers", metavar="N|period", help="keep the first N layers (or one pattern period)")
+    p.add_argument("--out", metavar="DIR", help="directory for the YAML (default profiles/calibration/<backend>)")
+    p.add_argument("--no-save", action="store_true", help="print only")
+    p.set_defaults(func=run)
+
+
+def _config_for(res, args) -> dict:
+    layers = args.layers
+    if layers is not None and layers != "period":
+        try:
+            layers = int(layers)
+        except ValueError:
+            raise InputError(f"--layers must be an integer or 'period', got {args.layers!r}") from None
+    if args.config:
+        path = Path(args.config).expanduser()
+        if path.is_dir():
+            path = path / "config.json"
+        cfg = json.loads(path.read_text())
+        if args.shrink or layers is not None:
+            from ..live.build import shrink_config
+
+            cfg = shrink_config(cfg, layers=layers) if args.shrink else shrink_config(
+                cfg, hidden=10**9, intermediate=10**9, vocab=cfg.get("vocab_size", 512), experts=10**9,
+                top_k=10**9, layers=layers)
+        return cfg
+    from ..live.synth import SynthError, config_for_profile
+
+    try:
+        return config_for_profile(res.profile, shrink=args.shrink, layers=layers)
+    except SynthError as e:
+        raise UnsupportedError(f"unsupported: {e}") from None
+
+
+def _bar(i: int, n: int, label: str, t0: float) -> None:
+    width = 28
+    done = int(width * i / max(n, 1))
+    sys.stderr.write(f"\r[{'#' * done}{'.' * (width - done)}] {i}/{n} {label} ({time.time() - t0:.0f}s)")
+    sys.stderr.flush()
+    if i >= n:
+        sys.stderr.write("\n")
+
+
+def run(args) -> int:
+    try:
+        import mlx.core as mx
+
+        from ..live.build import build_model
+        from ..live.peak import backend_info, measure_prefill_peak
+    except ImportError as e:
+        raise UnsupportedError(f"unsupported: calibrate needs mlx and mlx-lm installed ({e})") from None
+    from ..peak.calibration import calibration_dir, profile_for_config
+    from ..peak.prefill import Request, prefill_peak
+    from ..units import format_bytes
+
+    res = resolve_model(args)
+    cfg = _config_for(res, args)
+    info = backend_info()
+    backend = info["backend"] if info["backend"] in ("cpu", "cuda", "metal") else "cpu"
+    model = build_model(cfg, args.dtype)
+    dt = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(model.omlx_build_info.dtype, args.dtype)
+    prof = profile_for_config(cfg, dt)
+    for n in args.tokens:
+        if not 0 <= args.cached < n:
+            raise InputError(f"--cached {args.cached} must be below every --tokens value (got {n})")
+
+    jobs = [(n, r) for n in args.tokens for r in range(args.repeats)]
+    t0 = time.time()
+    measured: dict[int, list[dict]] = {}
+    for i, (n, r) in enumerate(jobs):
+        _bar(i, len(jobs), f"{n} tokens, repeat {r + 1}", t0)
+        measured.setdefault(n, []).append(measure_prefill_peak(model, n, args.chunk, args.cached))
+    _bar(len(jobs), len(jobs), "done", t0)
+
+    points, ok = [], True
+    print(f"{res.profile.name} ({prof.mlx_model_type}, {dt}) on {backend}, MLX {mx.__version__}, chunk {args.chunk}")
+    print(f"{'tokens':>8} {'measured':>12} {'estimate':>12} {'est/meas':>9}  peak call")
+    for n, runs in measured.items():
+        peak = max(r["peak_over_baseline"] for r in runs)
+        try:
+            bd = prefill_peak(prof, Request(n, cached=args.cached, chunk=args.chunk), backend=backend,
+                              mlx_version=mx.__version__, dtype=dt)
+            est, ratio = bd.peak_bytes, bd.peak_bytes / peak if peak else float("inf")
+            where = f"call {bd.peak_call} (qL={bd.peak_q_len}, kL={bd.peak_kv_len})"
+        except UnsupportedError as e:
+            est, ratio, where = None, None, str(e)
+        good = ratio is not None and 1.0 <= ratio <= 1.15
+        ok &= good
+        print(f"{n:>8} {format_bytes(peak):>12} {format_bytes(est) if est else '-':>12} "
+              f"{(f'{ratio:.3f}' if ratio else '-'):>9}  {where}{'' if good else '  <- outside [1.00, 1.15]'}")
+        best = max(runs, key=lambda r: r["peak_over_baseline"])
+        points.append({
+            "model": res.profile.name, "config_inline": cfg, "model_type": prof.mlx_model_type,
+            "prefill_step_size": args.chunk, "tokens": n, "cached_tokens": args.cached, "dtype": dt,
+            "kv_bytes": best["cache_nbytes"], "weights_bytes": best["weights_nbytes"],
+            "peak_over_baseline": [r["peak_over_baseline"] for r in runs],
+            "peak_over_baseline_max": peak,
+            "estimate_at_calibration": est,
+            "chunks": [{"q_len": c["q_len"], "kv_len": c["kv_len"],
+                        "before": c["active_before_over_baseline"], "peak": c["peak_over_baseline"]}
+                       for c in best["rows"]],
+        })
+    if not args.no_save:
+        out_dir = Path(args.out) if args.out else calibration_dir() / backend
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / f"{res.profile.name}{'-shrunk' if args.shrink else ''}.yaml"
+        _write(path, backend, info, dt, points)
+        print(f"saved {len(points)} point(s) to {path}")
+    return 0 if ok else 1
+
+
+def _write(path: Path, backend: str, info: dict, dt: str, points: list[dict]) -> None:
+    import yaml
+
+    head = ("# Prefill peaks measured by `omlx-profiles calibrate` (random weights; generate_step's prefill replayed;\n"
+            "# peak_over_baseline = max over calls of mx.get_peak_memory() minus the active memory with the weights\n"
+            "# (and any cached prefix) resident). Tests compare the estimator with peak_over_baseline_max.\n")
+    doc = {"backend": backend, "device": info.get("default_device"), "mlx": info.get("mlx_version"),
+           "mlx_lm": info.get("mlx_lm_version"), "dtype": dt, "source": "omlx-profiles calibrate", "points": points}
+    path.write_text(head + yaml.safe_dump(doc, sort_keys=False, width=120))

@@ -1,0 +1,189 @@
+"""``omlx-profiles chart MODEL [MODEL...] --max-tokens 256k --budget 64GiB -o mem.png``.
+
+Memory against context length, one panel per model: weights, resident KV and the prefill transient
+stacked, the total on top, the budget (and the usable line under the reserve) across, and the longest
+context that fits marked where the total crosses it. The points are the estimator's own numbers
+(``Estimator.prefill_peak`` per length; the crossing is ``Estimator.max_tokens``, the same call as
+``fit``), so the picture, ``estimate`` and ``fit`` agree.
+
+matplotlib is imported only inside ``plot`` (Agg backend, no display needed): the other commands, and
+an engine importing the package, never load it.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+
+from ..errors import InputError
+from ..units import format_bytes, format_tokens
+from .common import add_model_args, size_arg, tokens_arg
+
+GIB = 1024**3
+DEFAULT_POINTS = 160
+
+
+@dataclass
+class Series:
+    """One model's curve: per context length, the three stacked parts (bytes)."""
+
+    label: str
+    tokens: list[int]
+    weights: list[int]
+    kv: list[int]
+    transient: list[int]
+    weights_label: str = ""
+    max_tokens: int | None = None
+    max_context: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def totals(self) -> list[int]:
+        return [w + k + t for w, k, t in zip(self.weights, self.kv, self.transient)]
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "chart", help="plot memory against context length for one or more models (PNG)",
+        description="Plot weights + resident KV + prefill transient against context length, with the "
+                    "budget line and the longest context that fits marked. Needs matplotlib "
+                    "(pip install 'omlx-profiles[chart]').",
+        epilog="examples:\n"
+               "  omlx-profiles chart meta-llama/Llama-3.1-8B-Instruct --budget 64GiB -o mem.png\n"
+               "  omlx-profiles chart mlx-community/Qwen3-8B-4bit google/gemma-3-27b-it --max-tokens 128k "
+               "--budget 48G -o cmp.png\n"
+               "exit codes: 0 written; 2 usage or input error (unknown model, bad size, no matplotlib)",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_args(p, many=True)
+    p.add_argument("--max-tokens", type=tokens_arg, default=256 * 1024, metavar="N",
+                   help="right end of the context axis (default 256k)")
+    p.add_argument("--budget", type=size_arg, metavar="SIZE", help="memory budget line, e.g. 64GiB")
+    p.add_argument("-o", "--output", default="mem.png", metavar="PNG", help="output file (default mem.png)")
+    p.add_argument("--points", type=int, default=DEFAULT_POINTS, help=argparse.SUPPRESS)
+    from .cmd_fit import add_request_args
+
+    add_request_args(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from .cmd_fit import resolve_weights, series_for
+    from .common import resolve_model
+
+    models = list(args.model or [])
+    if not models and not args.config:
+        raise InputError("give at least one MODEL (or --config PATH)")
+    if len(models) > 6:
+        raise InputError(f"at most 6 models per chart, got {len(models)}")
+    if args.max_tokens < 256:
+        raise InputError(f"--max-tokens must be at least 256, got {args.max_tokens}")
+    if not 8 <= args.points <= 2000:
+        raise InputError("--points must be between 8 and 2000")
+    out = []
+    for q in models or [None]:
+        res = resolve_model(args, q)
+        weights = resolve_weights(res, args)
+        out.append(series_for(res, weights, args))
+    path = plot(out, args.budget, args.reserve_bytes, args.output, args.max_tokens)
+    print(f"wrote {path}")
+    for s in out:
+        if s.max_tokens is not None and args.budget is not None:
+            print(f"  {s.label}: fits up to {s.max_tokens:,} tokens in {format_bytes(args.budget)}")
+        for n in s.notes:
+            print(f"  {s.label}: {n}")
+    return 0
+
+
+def plot(series: list[Series], budget: int | None, reserve: int | None, output: str, max_tokens: int) -> str:
+    """Draw the panels and write the PNG; returns the path written."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.ticker import FuncFormatter, MultipleLocator
+    except ImportError:
+        raise InputError("chart needs matplotlib: pip install 'omlx-profiles[chart]'") from None
+
+    n = len(series)
+    cols = 1 if n == 1 else 2
+    rows = -(-n // cols)
+    legend_rows = 3 if cols == 1 else 1
+    height = 4.6 * rows + 0.35 + 0.3 * legend_rows
+    fig, axes = plt.subplots(rows, cols, figsize=(7.5 * cols, height), squeeze=False, sharey=True)
+    colors = {"weights": "#9e9e9e", "kv": "#3b75af", "transient": "#ef8636", "budget": "#c0392b"}
+    top = max([max(s.totals) for s in series if s.totals] + [budget or 0]) / GIB
+    ymax = top * 1.15 if top > 0 else 1.0
+    xstep = _tick_step(max_tokens / 1024)
+    for i, s in enumerate(series):
+        ax = axes[i // cols][i % cols]
+        x = [t / 1024 for t in s.tokens]
+        w = [v / GIB for v in s.weights]
+        k = [v / GIB for v in s.kv]
+        tr = [v / GIB for v in s.transient]
+        tot = [a + b + c for a, b, c in zip(w, k, tr)]
+        ax.stackplot(x, w, k, tr, colors=[colors["weights"], colors["kv"], colors["transient"]],
+                     labels=["weights", "KV cache", "prefill transient (activations, copies, scores)"],
+                     alpha=0.9, linewidth=0)
+        ax.plot(x, tot, color="black", linewidth=1.3, label="total at the prefill peak")
+        if budget is not None:
+            ax.axhline(budget / GIB, color=colors["budget"], linewidth=1.6, label=f"budget {format_bytes(budget)}")
+            line = (budget - (reserve or 0)) / GIB
+            if reserve:
+                ax.axhline(line, color=colors["budget"], linewidth=1, linestyle=":",
+                           label=f"usable {format_bytes(budget - reserve)} (budget - {format_bytes(reserve)} reserve)")
+            if s.max_tokens is not None and s.max_tokens < s.tokens[-1]:
+                xm = s.max_tokens / 1024
+                ax.axvspan(xm, x[-1], color=colors["budget"], alpha=0.07, linewidth=0)
+                ax.axvline(xm, color=colors["budget"], linestyle="--", linewidth=1)
+                ax.plot([xm], [line], marker="o", color=colors["budget"], markersize=5)
+                ax.annotate(f"fits up to {format_tokens_pretty(s.max_tokens)} tokens",
+                            xy=(xm, line), xytext=(-12, 28), textcoords="offset points",
+                            ha="right", va="bottom", fontsize=9, color=colors["budget"],
+                            bbox=dict(boxstyle="round,pad=0.3", fc="white", ec=colors["budget"], lw=0.8),
+                            arrowprops=dict(arrowstyle="->", color=colors["budget"], lw=1))
+                ax.text((xm + x[-1]) / 2, ymax * 0.985, "does not fit", ha="center", va="top", fontsize=8,
+                        color=colors["budget"])
+            elif s.max_tokens is not None:
+                ax.text(0.98, 0.96, f"fits across the whole range", transform=ax.transAxes, ha="right", va="top",
+                        fontsize=9, color="#2e7d32",
+                        bbox=dict(boxstyle="round,pad=0.3", fc="white", ec="#2e7d32", lw=0.8))
+        if s.max_context and s.max_context < s.tokens[-1]:
+            ax.axvline(s.max_context / 1024, color="#555555", linestyle="-.", linewidth=0.9)
+            ax.text(s.max_context / 1024, ymax * 0.03, f"model max_context {format_tokens(s.max_context)}",
+                    fontsize=8, color="#333333", va="bottom", ha="center", rotation=90,
+                    bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.8))
+        sub = s.weights_label
+        ax.set_title(s.label + (f"\n{sub}" if sub else ""), fontsize=10)
+        ax.set_xlim(0, x[-1])
+        ax.set_ylim(0, ymax)
+        ax.set_xlabel("prompt length in tokens (k = 1024)")
+        if i % cols == 0:
+            ax.set_ylabel("memory (GiB)")
+        ax.xaxis.set_major_locator(MultipleLocator(xstep))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}k" if v else "0"))
+        ax.grid(True, alpha=0.3)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=-(-len(labels) // legend_rows), fontsize=9, frameon=False)
+    for j in range(n, rows * cols):
+        axes[j // cols][j % cols].set_visible(False)
+    fig.suptitle("Memory at the prefill peak against prompt length", fontsize=12)
+    fig.tight_layout(rect=(0, (0.1 + 0.26 * legend_rows) / height, 1, 1))
+    try:
+        fig.savefig(output, dpi=110)
+    except OSError as e:
+        raise InputError(f"cannot write {output}: {e.strerror or e}") from None
+    finally:
+        plt.close(fig)
+    return output
+
+
+def _tick_step(kmax: float) -> float:
+    """A power-of-two tick step (in k tokens) giving 4-8 ticks: 32k, 64k, ... as contexts are quoted."""
+    step = 1.0 / 256
+    while kmax / step > 8:
+        step *= 2
+    return step
+
+
+def format_tokens_pretty(n: int) -> str:
+    return f"{n:,}" + (f" ({format_tokens(n)})" if format_tokens(n) != str(n) else "")

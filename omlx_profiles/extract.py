@@ -1,0 +1,450 @@
+"""A profile from a config.json, a model directory, or a live mlx-lm model object - no YAML needed.
+
+A new checkpoint must get a right answer before anyone writes its YAML. The config is read the way
+mlx-lm 0.32.2 reads it (its remapping, its defaults, the keys it ignores: see ``extraction.rules``), so
+the layer layout and widths are those of the caches ``mlx_lm.load`` would build. Every field records
+where it came from (``Profile.provenance``), and what mlx-lm does differently from what a reader of the
+config would expect is a note.
+
+Entry points:
+
+* ``profile_from_config(config, source=...)``: a dict -> ``Profile`` (no mlx import);
+* ``resolve_path(path, registry=...)``: a config.json or a model directory -> ``Resolution``, matched
+  against the registry (same id or same cache layout), disagreements reported;
+* ``profile_from_model(model)``: a live mlx-lm model -> ``Profile`` from ``model.args`` checked against
+  (and, where they differ, corrected by) a probe of ``make_prompt_cache`` (imports ``omlx_profiles.live``);
+* ``profile_from_layout(layout, ...)``: the probe's per-entry report -> ``Profile`` (any family).
+
+Families not modelled, and configs mlx-lm itself cannot build, raise ``UnsupportedError`` with the reason.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .errors import InputError, UnsupportedError
+from .extraction.config import (LoadedConfig, Reader, load_config, module_for, read_dtype, read_quantization,
+                                spec, text_config_key)
+from .extraction.layout import build_layers
+from .extraction.mlx_specs import MLX_LM_VERSION, SPECS
+from .extraction.rules import RULES, WRAPPERS, Ctx, Draft, rule_deepseek_v3, rule_gemma3_text, rule_lfm2, \
+    rule_llama4, rule_llama_like, rule_qwen3_next, unsupported_reason, _info
+from .profile import Profile
+from .registry import Registry, Resolution
+from .schema_models import CompleteVariant
+
+DEFAULT_ASSUMED_DTYPE = "bf16"
+
+
+@dataclass
+class Extraction:
+    """Everything extraction learned about one config."""
+
+    payload: dict[str, Any]  # a complete variant, as a YAML variant would hold it
+    provenance: dict[str, str]
+    notes: list[str]
+    name: str
+    family: str  # the mlx-lm module (after remapping)
+    model_type: str  # config model_type
+    text_model_type: str | None
+    ids: list[str]
+    source: str
+    dtype_assumed: bool = False
+    weights_where: str = ""
+    nonfinite: list[str] = field(default_factory=list)
+
+    @property
+    def weights_bits(self) -> int | None:
+        w = self.payload.get("weights") or {}
+        return w.get("bits")
+
+    def profile(self) -> Profile:
+        try:
+            v = CompleteVariant.model_validate(self.payload)
+        except ValidationError as e:  # a rule produced something the schema refuses: say what
+            first = e.errors(include_url=False)[0]
+            loc = ".".join(str(x) for x in first["loc"])
+            raise InputError(f"{self.source}: the extracted profile is invalid at {loc}: {first['msg']}") from None
+        prov = dict(self.provenance)
+        if self.notes:
+            prov["notes"] = " | ".join(self.notes)
+        p = Profile.from_variant(v, name=self.name, family=self.family, ids=self.ids, source=self.source)
+        return dataclasses.replace(p, provenance=prov)
+
+
+# --------------------------------------------------------------------------------------------------
+# names
+# --------------------------------------------------------------------------------------------------
+
+_SLUG_BAD = re.compile(r"[^a-z0-9._-]+")
+
+
+def slug(text: str) -> str:
+    s = _SLUG_BAD.sub("-", text.strip().lower()).strip("-._")
+    s = re.sub(r"-{2,}", "-", s)[:120]
+    return s if s and s[0].isalnum() else ("model-" + s if s else "model")
+
+
+def _name_or_path(top: dict, text: dict | None) -> str | None:
+    for d in (top, text):
+        if isinstance(d, dict) and isinstance(d.get("_name_or_path"), str) and d["_name_or_path"].strip():
+            return d["_name_or_path"].strip()
+    return None
+
+
+def _hf_id(value: str | None) -> str | None:
+    """``org/name`` (a hub id), not a local path."""
+    if not value or value.startswith((".", "/", "~")) or "\\" in value:
+        return None
+    parts = value.split("/")
+    if len(parts) == 2 and all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", p) for p in parts):
+        return value
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# config -> profile
+# --------------------------------------------------------------------------------------------------
+
+
+def _text_reader(top: dict, module: str, model_type: str, label: str) -> tuple[Reader, Any, str | None, list[str]]:
+    """(reader of the language model's config, the rule to apply, its model_type, notes) for ``module``."""
+    notes: list[str] = []
+    if module in WRAPPERS:
+        SPECS_W = spec(module)
+        key = "text_config"
+        tc = top.get(key)
+        if module in ("qwen3_5", "qwen3_5_moe") and key not in top:
+            tc, prefix = top, ""  # qwen3_5.ModelArgs.from_dict: a config without text_config is the text config
+        else:
+            if tc is None:
+                raise UnsupportedError(f"unsupported: model_type {model_type!r}: {label} has no text_config, which "
+                                       f"mlx-lm's {SPECS_W.cls} requires")
+            if not isinstance(tc, dict):
+                raise InputError(f"{label}: text_config must be an object, got {type(tc).__name__}")
+            prefix = "text_config."
+        tmt = tc.get("model_type") if isinstance(tc.get("model_type"), str) else None
+        if module == "gemma3":
+            top_vocab = top.get("vocab_size", SPECS["gemma3"].defaults["vocab_size"])
+            inj = {"vocab_size": (top_vocab, "gemma3.ModelArgs.__post_init__ (text vocab := top-level vocab_size)")}
+            for k, dv in (("num_attention_heads", 8), ("num_key_value_heads", 4)):
+                if k not in tc:
+                    inj[k] = (dv, f"gemma3.ModelArgs.__post_init__ default ({k} = {dv} when text_config lacks it)")
+            r = Reader({k: v for k, v in tc.items() if k != "vocab_size"}, label=label, prefix=prefix,
+                       spec=spec("gemma3_text"), module="gemma3_text", injected=inj)
+            return r, rule_gemma3_text, tmt or "gemma3_text", notes
+        if module == "mistral3":
+            inj = {}
+            if "tie_word_embeddings" not in tc:
+                inj["tie_word_embeddings"] = (False, "mistral3.ModelArgs.__post_init__ (tie_word_embeddings = False)")
+            notes.append("mistral3 wrapper (also llava): mlx-lm's mistral3.py defines no make_cache, so every text "
+                         "layer gets an unbounded KVCache, even layers text_config.layer_types marks sliding")
+            if tmt == "mistral4":
+                r = Reader(tc, label=label, prefix=prefix, spec=spec("mistral4"), module="mistral4", injected=inj)
+                return r, rule_deepseek_v3, tmt, notes
+            inner = "ministral3" if tmt == "ministral3" else "llama"
+            r = Reader(tc, label=label, prefix=prefix, spec=spec(inner), module=inner, injected=inj)
+            return r, (lambda c: rule_llama_like(c, honour_sliding=False, who="mistral3.py")), tmt or inner, notes
+        if module in ("qwen3_5", "qwen3_5_moe"):
+            r = Reader(tc, label=label, prefix=prefix, spec=spec("qwen3_5.TextModelArgs"), module="qwen3_5")
+            return r, rule_qwen3_next, tmt, notes
+        if module == "lfm2-vl":
+            inj = {"tie_word_embeddings": (False, "lfm2-vl.ModelArgs.__post_init__ (tie_word_embeddings = False)")}
+            r = Reader(tc, label=label, prefix=prefix, spec=spec("lfm2"), module="lfm2", injected=inj)
+            return r, rule_lfm2, tmt or "lfm2", notes
+        if module == "llama4":
+            r = Reader(tc, label=label, prefix=prefix, spec=spec("llama4.TextArgs"), module="llama4")
+            return r, rule_llama4, tmt, notes
+    if module in RULES and module in SPECS:
+        key = text_config_key(top)
+        if key:
+            notes.append(f"{label}: has a {key}, but mlx-lm's {module}.py reads the top-level keys; so does this")
+        return Reader(top, label=label, prefix="", spec=spec(module), module=module), RULES[module], None, notes
+    raise UnsupportedError(unsupported_reason(model_type, module))
+
+
+def extract_config(config: Any, *, source: str = "config.json", name: str | None = None,
+                   name_hint: str | None = None, dtype: str | None = None,
+                   nonfinite: list[str] | None = None) -> Extraction:
+    """Read ``config`` the way mlx-lm does and return the variant payload with provenance and notes.
+
+    ``dtype`` overrides the activation dtype (a live model's); ``name`` the variant name (else from
+    ``_name_or_path``, then ``name_hint``, then the module).
+    """
+    if not isinstance(config, dict):
+        raise InputError(f"{source}: a config must be a JSON object, got {type(config).__name__}")
+    top = copy.deepcopy(config)
+    model_type, module = module_for(top, source)
+    r, rule, text_mt, notes = _text_reader(top, module, model_type, source)
+    if module in WRAPPERS:
+        missing = sorted(k for k in SPECS[module].required if k not in top and not (k == "text_config" and r.data is top))
+        if missing:
+            raise UnsupportedError(f"unsupported: model_type {model_type!r}: {source} lacks {missing}, which mlx-lm's "
+                                   f"{SPECS[module].cls} requires")
+    r.check_required()
+    d = Draft(text_model_type=text_mt)
+    d.notes.extend(notes)
+    c = Ctx(top=top, r=r, d=d, module=module, model_type=model_type, label=source)
+    rule(c)
+    _info(c)
+
+    # dtype: the checkpoint's (mlx-lm does not cast on load)
+    dtype_assumed = False
+    text = r.data if r.data is not top else None
+    if dtype is not None:
+        d.put("dtype", dtype, "given by the caller (live model / --dtype)")
+    else:
+        dt, where = read_dtype(top, text, source, r.prefix)
+        if dt is None:
+            dt, where = DEFAULT_ASSUMED_DTYPE, (f"assumed {DEFAULT_ASSUMED_DTYPE}: {source} has no torch_dtype/dtype "
+                                                "(pass --dtype to override)")
+            dtype_assumed = True
+            d.notes.append(f"dtype: {source} gives no torch_dtype/dtype; {DEFAULT_ASSUMED_DTYPE} assumed")
+        d.put("dtype", dt, where)
+    wq, wwhere, qnotes = read_quantization(top, source)
+    d.notes.extend(qnotes)
+    if wq:
+        d.put("weights", wq, wwhere)
+
+    payload: dict[str, Any] = {"mlx_model_type": module}
+    payload.update(d.fields)
+    payload["layers"] = build_layers(d.per_layer, as_string=d.layers_as_string)
+    prov = {"mlx_model_type": f"{source}: model_type = {model_type!r}"
+                              + (f" (mlx-lm MODEL_REMAPPING -> {module})" if module != model_type else "")}
+    prov.update(d.prov)
+    prov["source"] = f"{source} read with mlx-lm {MLX_LM_VERSION} rules"
+
+    nop = _name_or_path(top, text)
+    ids = [i for i in [_hf_id(nop)] if i]
+    if name is None:
+        base = nop.rstrip("/").rsplit("/", 1)[-1] if nop else (name_hint or module)
+        name = slug(base)
+    nf = list(nonfinite or [])
+    if nf:
+        d.notes.append(f"{source}: non-standard JSON constants (NaN/Infinity) at {', '.join(nf[:5])}; accepted because "
+                       "no cache dimension is read from them")
+    return Extraction(payload=payload, provenance=prov, notes=d.notes, name=name, family=slug(module), model_type=model_type,
+                      text_model_type=text_mt, ids=ids, source=source, dtype_assumed=dtype_assumed,
+                      weights_where=wwhere, nonfinite=nf)
+
+
+def profile_from_config(config: dict, *, source: str = "config.json", name: str | None = None,
+                        dtype: str | None = None) -> Profile:
+    """The profile mlx-lm's caches follow for this config (no mlx import); see the module doc."""
+    return extract_config(config, source=source, name=name, dtype=dtype).profile()
+
+
+# --------------------------------------------------------------------------------------------------
+# path -> resolution
+# --------------------------------------------------------------------------------------------------
+
+
+def extract_path(path: Path | str, *, dtype: str | None = None) -> tuple[Extraction, LoadedConfig]:
+    lc = load_config(path)
+    file = lc.path
+    hint = file.parent.name if file.name == "config.json" else file.stem
+    ex = extract_config(lc.data, source=str(file), name_hint=hint, dtype=dtype, nonfinite=lc.nonfinite)
+    return ex, lc
+
+
+def resolve_path(path: Path | str, registry: Registry | None = None, *, dtype: str | None = None) -> Resolution:
+    """A config.json or a model directory -> ``Resolution`` (matched_by ``config`` / ``directory``).
+
+    The layout is the config's (it is the checkpoint in question). When a registry variant answers to
+    the config's ``_name_or_path`` or directory name, or has the same cache layout, the notes say so and
+    list every disagreement with both values and the YAML line; such a variant also fills what the config
+    lacks (weights).
+    """
+    from .extraction.merge import match_registry
+
+    ex, lc = extract_path(path, dtype=dtype)
+    profile = ex.profile()
+    notes = list(ex.notes)
+    if registry is not None:
+        hints = list(ex.ids)
+        p = Path(path).expanduser()
+        d = p if p.is_dir() else lc.path.parent
+        if lc.path.name == "config.json" and d.name:
+            hints.append(d.name)
+        profile, mnotes = match_registry(profile, registry, hints)
+        notes.extend(mnotes)
+    how = "directory" if Path(path).expanduser().is_dir() else "config"
+    return Resolution(profile, str(path), how, str(lc.path), weights_bits=ex.weights_bits, notes=tuple(notes))
+
+
+# --------------------------------------------------------------------------------------------------
+# live mlx-lm model -> profile
+# --------------------------------------------------------------------------------------------------
+
+
+def args_dict(model: Any) -> dict | None:
+    """``model.args`` (or ``model.config``) of an mlx-lm model as a plain dict, nested dataclasses too."""
+    args = getattr(model, "args", None)
+    if args is None:
+        args = getattr(model, "config", None)
+    if args is None:
+        return None
+    if dataclasses.is_dataclass(args) and not isinstance(args, type):
+        out = {f.name: getattr(args, f.name) for f in dataclasses.fields(args)}
+    elif isinstance(args, dict):
+        out = dict(args)
+    elif hasattr(args, "__dict__"):
+        out = dict(vars(args))
+    else:
+        return None
+    for k, v in list(out.items()):
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            out[k] = {f.name: getattr(v, f.name) for f in dataclasses.fields(v)}
+    if "model_type" not in out and isinstance(getattr(model, "model_type", None), str):
+        out["model_type"] = model.model_type
+    return out
+
+
+def profile_from_layout(layout: list[dict], *, dtype: str, name: str = "live-model", family: str = "live",
+                        mlx_model_type: str = "unknown", args: dict | None = None, source: str = "live probe") -> Profile:
+    """A profile built only from a probe (``omlx_profiles.live.probe.probe_layout``): any family.
+
+    K/V widths come from the arrays' shapes (keys and values separately), windows and chunks from the
+    cache objects, states from their arrays. A ``KVCache`` of one head whose widths equal the args'
+    ``kv_lora_rank`` / ``qk_rope_head_dim`` is the MLA latent. Layers without a cache entry (nemotron_h
+    MLP blocks) are invisible to a probe: ``num_layers`` counts cache entries.
+    """
+    act = dtype
+    mla = None
+    if args and all(isinstance(args.get(k), int) for k in ("kv_lora_rank", "qk_rope_head_dim")):
+        mla = {k: args[k] for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+               if isinstance(args.get(k), int)}
+        if len(mla) < 4:
+            mla = None
+        elif isinstance(args.get("index_head_dim"), int):
+            mla["index_head_dim"] = args["index_head_dim"]
+
+    def one(e: dict, in_list: bool, pos: int) -> tuple[str, dict]:
+        cls = e.get("class", "")
+        if "state" in e:
+            tensors = []
+            for j, t in enumerate(e["state"]):
+                if t is None:
+                    continue
+                dt = _dtype_name(t["dtype"])
+                tensors.append({"name": f"s{j}", "shape": list(t["shape"][1:]) or [1],
+                                "dtype": "model" if dt == act else dt})
+            if not tensors:
+                raise UnsupportedError(f"unsupported: {cls} entry holds no arrays after the probe forward")
+            return "state", {"kind": "state", "tensors": tensors}
+        k, v = e.get("keys"), e.get("values")
+        if not k or not v:
+            raise UnsupportedError(f"unsupported: {cls} entry has no keys/values after the probe forward "
+                                   "(quantized or empty cache)")
+        n_kv, kw, vw = k["row_shape"][0], k["row_shape"][1], v["row_shape"][1]
+        if cls == "RotatingKVCache":
+            return "sliding", {"kind": "sliding", "window": e["max_size"], "keep": e.get("keep", 0),
+                               "num_kv_heads": n_kv, "head_dim": kw, "v_head_dim": vw}
+        if cls == "ChunkedKVCache":
+            return "chunked", {"kind": "chunked", "chunk": e["chunk_size"], "num_kv_heads": n_kv,
+                               "head_dim": kw, "v_head_dim": vw}
+        if cls != "KVCache":
+            raise UnsupportedError(f"unsupported: cache class {cls} (not modelled)")
+        if mla and n_kv == 1 and kw == mla["kv_lora_rank"] and vw == mla["qk_rope_head_dim"]:
+            return "latent", {"kind": "latent"}
+        if mla and in_list and pos > 0 and n_kv == 1 and kw == vw and kw == mla.get("index_head_dim"):
+            return "indexer", {"kind": "indexer"}
+        return "full", {"kind": "full", "num_kv_heads": n_kv, "head_dim": kw, "v_head_dim": vw}
+
+    per_layer: list[tuple[str, Any]] = []
+    for e in layout:
+        if "children" in e:
+            kids = [one(ch, True, i) for i, ch in enumerate(e["children"])]
+            per_layer.append(("+".join(n for n, _ in kids), [s for _, s in kids]))
+        else:
+            per_layer.append(one(e, False, 0))
+    if not per_layer:
+        raise UnsupportedError("unsupported: the model's prompt cache has no entries")
+    payload: dict[str, Any] = {"mlx_model_type": mlx_model_type, "num_layers": len(per_layer), "dtype": act,
+                               "layers": build_layers(per_layer)}
+    if mla:
+        payload["mla"] = mla
+    first_attn = next((s for _, s in per_layer if isinstance(s, dict) and "num_kv_heads" in s), None)
+    if first_attn:
+        payload["num_kv_heads"], payload["head_dim"] = first_attn["num_kv_heads"], first_attn["head_dim"]
+    if args and isinstance(args.get("num_attention_heads"), int):
+        payload["num_heads"] = args["num_attention_heads"]
+    v = CompleteVariant.model_validate(payload)
+    p = Profile.from_variant(v, name=slug(name), family=slug(family), source=source)
+    prov = {k: f"{source}: make_prompt_cache + forward" for k in payload}
+    return dataclasses.replace(p, provenance=prov)
+
+
+def _dtype_name(mx_dtype: str) -> str:
+    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(mx_dtype, mx_dtype)
+
+
+def profile_from_model(model: Any, *, layout: list[dict] | None = None) -> Profile:
+    """The profile of a live mlx-lm model: ``model.args`` read as a config, checked by a cache probe.
+
+    The probe (``make_prompt_cache`` + a two-token forward built lazily: nothing is computed) is the
+    truth of what this model allocates. When the args-derived profile agrees with it, that profile is
+    returned (it knows more: MLA ranks, head counts, MoE); when it disagrees, or the family is not
+    modelled, the probe-derived profile is returned and the disagreements are in its provenance.
+    Imports ``omlx_profiles.live`` (mlx, mlx-lm).
+    """
+    from .verify import compare_layout  # lazy: mlx only when probing
+
+    args = args_dict(model)
+    if layout is None:
+        from .live.probe import probe_layout
+
+        layout = probe_layout(model, evaluate=False)
+    act = _layout_dtype(layout) or _param_dtype(model) or DEFAULT_ASSUMED_DTYPE
+    mt = (args or {}).get("model_type") or getattr(model, "model_type", None) or "unknown"
+    problems: list[str] = []
+    if args is not None:
+        try:
+            prof = profile_from_config(args, source="model.args", dtype=act)
+        except (UnsupportedError, InputError) as e:
+            problems.append(f"model.args not usable ({e})")
+        else:
+            dis = compare_layout(prof, layout, act_dtype=act)
+            if not dis:
+                prov = dict(prof.provenance)
+                prov["verified"] = "live probe: make_prompt_cache + forward agrees with every cache entry"
+                return dataclasses.replace(prof, provenance=prov)
+            problems.extend(str(x) for x in dis)
+    prof = profile_from_layout(layout, dtype=act, name=str(mt), family=str(mt), mlx_model_type=str(mt), args=args)
+    if problems:
+        prov = dict(prof.provenance)
+        prov["notes"] = " | ".join(problems)
+        prof = dataclasses.replace(prof, provenance=prov)
+    return prof
+
+
+def _layout_dtype(layout: list[dict]) -> str | None:
+    for e in layout:
+        for x in [e] + list(e.get("children", [])):
+            k = x.get("keys")
+            if k:
+                return _dtype_name(k["dtype"])
+    return None
+
+
+def _param_dtype(model: Any) -> str | None:
+    try:
+        from mlx.utils import tree_flatten
+
+        for _, p in tree_flatten(model.parameters()):
+            n = _dtype_name(str(p.dtype).removeprefix("mlx.core."))
+            if n in ("bf16", "fp16", "fp32"):
+                return n
+    except Exception:  # noqa: BLE001 - best effort: the caller falls back to the default
+        return None
+    return None
+
+
+__all__ = ["Extraction", "extract_config", "extract_path", "profile_from_config", "profile_from_layout",
+           "profile_from_model", "resolve_path", "slug"]

@@ -1,0 +1,158 @@
+"""Measured prefill peaks the estimator is checked against: ``profiles/calibration/<backend>/*.yaml``.
+
+One file per device run (``omlx-profiles calibrate`` writes CPU/CUDA/Metal files; the CUDA H200 file
+comes from ``benchmarks/cuda/summarize.py``; the Metal file encodes a published ladder). Top level:
+``backend``, ``device``, ``mlx``, ``mlx_lm``, ``dtype``, ``source``; then ``points``, each with
+
+* ``model`` (a label), and the model as ``config`` (a path, from the repository root) or
+  ``config_inline`` (the config dict itself), or ``profile`` (a registry id);
+* ``tokens``, ``prefill_step_size``, ``cached_tokens`` (default 0);
+* ``peak_over_baseline`` (one value per repeat: peak over what was held before the prompt, weights
+  excluded) and ``peak_over_baseline_max``; or, for published numbers that include the weights,
+  ``peak_total_bytes``;
+* optionally ``kv_bytes``, ``chunks`` (per call: q_len, kv_len, before, peak over the baseline).
+
+Tests rebuild each point's profile (``profile_for_point``) and compare ``prefill_peak`` with the max.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..paths import builtin_profiles_dir
+from ..profile import Profile
+from ..yaml_io import load_yaml_text, read_text
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class CalibrationPoint:
+    model: str
+    tokens: int
+    chunk: int
+    cached: int
+    peaks: tuple[int, ...]
+    peak_total: int | None
+    kv_bytes: int | None
+    config: dict | None
+    config_path: str | None
+    profile_id: str | None
+    dtype: str | None
+    raw: dict = field(repr=False, compare=False)
+
+    @property
+    def peak(self) -> int:
+        """The highest repeat: the estimate must cover it."""
+        return max(self.peaks) if self.peaks else 0
+
+
+@dataclass(frozen=True)
+class CalibrationFile:
+    path: str
+    backend: str
+    device: str
+    mlx: str
+    dtype: str | None
+    source: str | None
+    points: tuple[CalibrationPoint, ...]
+
+
+def calibration_dir() -> Path:
+    return builtin_profiles_dir() / "calibration"
+
+
+def _int(d: dict, key: str, where: str, default: Any = ...) -> int:
+    v = d.get(key, default)
+    if v is ...:
+        raise InputError(f"{where}: missing {key!r}")
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise InputError(f"{where}: {key!r} must be a non-negative integer, got {v!r}")
+    return v
+
+
+def load_calibration(path: Path | str) -> CalibrationFile:
+    path = Path(path)
+    data = load_yaml_text(read_text(path), str(path))
+    if not isinstance(data, dict) or "points" not in data:
+        raise InputError(f"{path}: not a calibration file (needs 'backend' and 'points')")
+    backend = data.get("backend")
+    if backend not in ("metal", "cuda", "cpu"):
+        raise InputError(f"{path}: backend must be metal, cuda or cpu, got {backend!r}")
+    pts = []
+    for i, p in enumerate(data["points"] or []):
+        where = f"{path}: points[{i}]"
+        if not isinstance(p, dict):
+            raise InputError(f"{where}: must be a mapping")
+        peaks = p.get("peak_over_baseline", [])
+        if isinstance(peaks, int):
+            peaks = [peaks]
+        if not isinstance(peaks, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in peaks):
+            raise InputError(f"{where}: peak_over_baseline must be a list of integers")
+        total = p.get("peak_total_bytes")
+        if not peaks and total is None:
+            raise InputError(f"{where}: needs peak_over_baseline or peak_total_bytes")
+        pts.append(CalibrationPoint(
+            model=str(p.get("model", f"point-{i}")),
+            tokens=_int(p, "tokens", where),
+            chunk=_int(p, "prefill_step_size", where, 2048),
+            cached=_int(p, "cached_tokens", where, 0),
+            peaks=tuple(peaks),
+            peak_total=total,
+            kv_bytes=p.get("kv_bytes"),
+            config=p.get("config_inline"),
+            config_path=p.get("config"),
+            profile_id=p.get("profile"),
+            dtype=p.get("dtype", data.get("dtype")),
+            raw=p,
+        ))
+    return CalibrationFile(str(path), backend, str(data.get("device", "")), str(data.get("mlx", "")),
+                           data.get("dtype"), data.get("source"), tuple(pts))
+
+
+def calibration_files(backend: str | None = None) -> list[Path]:
+    d = calibration_dir()
+    dirs = [d / backend] if backend else sorted(x for x in d.iterdir() if x.is_dir()) if d.is_dir() else []
+    out: list[Path] = []
+    for x in dirs:
+        if x.is_dir():
+            out += sorted(x.glob("*.yaml"))
+    return out
+
+
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
+
+
+def profile_for_config(config: dict, dtype: str | None = None) -> Profile:
+    """The profile of an mlx-lm config (config extraction), with the MLA ranks filled from the config
+    when the extraction leaves them out (deepseek_v2's expanded cache: the SDPA widths are in the cache
+    entries, but the latent projections need the ranks)."""
+    from ..extract import profile_from_config
+    from ..schema_models import MLA
+
+    dt = _DTYPES.get(str(dtype).removeprefix("mlx.core."), None) if dtype else None
+    p = profile_from_config(config, dtype=dt)
+    t = config.get("text_config", config) if isinstance(config.get("text_config"), dict) else config
+    if p.mla is None and t.get("kv_lora_rank") and t.get("qk_rope_head_dim"):
+        p = dataclasses.replace(p, mla=MLA(
+            kv_lora_rank=t["kv_lora_rank"], qk_rope_head_dim=t["qk_rope_head_dim"],
+            qk_nope_head_dim=t["qk_nope_head_dim"], v_head_dim=t["v_head_dim"],
+            q_lora_rank=t.get("q_lora_rank") or None))
+    return p
+
+
+def profile_for_point(pt: CalibrationPoint) -> Profile:
+    if pt.config is not None:
+        return profile_for_config(pt.config, pt.dtype)
+    if pt.config_path:
+        cfg = json.loads((REPO / pt.config_path).read_text())
+        return profile_for_config(cfg, pt.dtype)
+    if pt.profile_id:
+        from ..registry import load_registry
+
+        return load_registry([]).resolve(pt.profile_id).profile
+    raise InputError(f"calibration point {pt.model!r} names no config, config_inline or profile")

@@ -1,0 +1,433 @@
+"""The prefill peak of a whole prompt, whether a request fits a budget, and the longest prompt that does.
+
+A prompt goes through ``generate_step``'s calls (N-1 tokens in chunks of the prefill step, then the last
+token alone; a prefix-cache hit starts from a cache that already holds ``cached`` tokens). For every call
+the peak is
+
+    held before the call (cache buffers + conv-state views)     -- exact, replayed with rows.py's rules
+  + rows the call adds to every cache (kv_growth)               -- exact, charged for all layers at once
+  + what the call's ops allocate while they run (transient.py)  -- term by term, over the executor window
+
+and the prompt's peak is the maximum over calls, minus what was held before the prompt (the prefix),
+weights excluded: ``Breakdown.peak_bytes``. ``Breakdown.terms`` splits that number so the parts add up
+to it exactly.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..dtypes import DTYPE_BYTES
+from ..errors import InputError, UnsupportedError
+from ..profile import CacheEntry, LayerType, Profile
+from ..rows import STEP, SCHEDULES, ChunkedState, RotatingState, calls_for
+from ..units import format_bytes
+from ..validation import check_count
+from . import transient as T
+from .routes import KernelRoutes, tiled_state
+
+# How many calls of a long prompt are evaluated: the peak call is always among the last ones (the held
+# cache and every kL-dependent term only grow), plus the first (nothing held yet, but the longest chunk).
+_TAIL_CALLS = 3
+
+
+@dataclass(frozen=True)
+class Request:
+    """A prompt: ``tokens`` in all, of which the first ``cached`` are already in the cache (a prefix-cache
+    hit: they widen attention but add no KV), fed by ``schedule`` in chunks of ``chunk``."""
+
+    tokens: int
+    cached: int = 0
+    chunk: int = 2048
+    schedule: str = "generate"
+    batch: int = 1
+
+    def __post_init__(self):
+        check_count("tokens", self.tokens, minimum=1)
+        check_count("cached", self.cached, minimum=0)
+        check_count("chunk", self.chunk, minimum=1)
+        check_count("batch", self.batch, minimum=1)
+        if self.cached >= self.tokens:
+            raise InputError(f"cached ({self.cached}) must be less than tokens ({self.tokens}): nothing left to prefill")
+        if self.schedule not in SCHEDULES:
+            raise InputError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.batch != 1:
+            raise UnsupportedError("unsupported: batch > 1 prefill is not modelled (mlx-lm's BatchGenerator pads and "
+                                   "chunks differently); estimate one request at a time")
+
+    @property
+    def new_tokens(self) -> int:
+        return self.tokens - self.cached
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """The prefill peak of one request, term by term (bytes; weights excluded).
+
+    ``peak_bytes`` = ``sum(terms.values())`` = the highest call's peak over what was held before the
+    prompt. ``resident_kv_bytes``: what the caches hold after the prompt (prefix included).
+    ``held_before_bytes``: the prefix's cache, held before the prompt (0 without a prefix hit).
+    """
+
+    peak_bytes: int
+    resident_kv_bytes: int
+    held_before_bytes: int
+    kv_growth_bytes: int
+    transient_bytes: int
+    peak_call: int
+    peak_q_len: int
+    peak_kv_len: int
+    calls: int
+    terms: dict[str, int]
+    routes: dict[str, str]
+    backend: str
+    mlx_version: str
+    inflight_ops: int
+    explanation: tuple[str, ...] = field(default=())
+
+    def as_dict(self) -> dict:
+        return {
+            "peak_bytes": self.peak_bytes,
+            "resident_kv_bytes": self.resident_kv_bytes,
+            "held_before_bytes": self.held_before_bytes,
+            "kv_growth_bytes": self.kv_growth_bytes,
+            "transient_bytes": self.transient_bytes,
+            "peak_call": {"index": self.peak_call, "q_len": self.peak_q_len, "kv_len": self.peak_kv_len,
+                          "of": self.calls},
+            "terms": dict(self.terms),
+            "routes": dict(self.routes),
+            "backend": self.backend,
+            "mlx_version": self.mlx_version,
+            "inflight_ops": self.inflight_ops,
+            "explanation": list(self.explanation),
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Does ``weights + held before + peak`` stay within ``budget - reserve``?"""
+
+    fits: bool
+    total_bytes: int
+    budget_bytes: int
+    reserve_bytes: int
+    usable_bytes: int
+    headroom_bytes: int  # usable - total (negative: over by that much)
+    weights_bytes: int
+    breakdown: Breakdown
+    message: str
+
+
+# --------------------------------------------------------------------------------------------------
+# cache replay: per call, per layer type, per entry: rows before/after and keys attended
+# --------------------------------------------------------------------------------------------------
+
+
+class _EntryState:
+    __slots__ = ("e", "cap", "off", "rot", "chk")
+
+    def __init__(self, e: CacheEntry):
+        self.e = e
+        self.cap = 0
+        self.off = 0
+        self.rot = RotatingState(e.window, e.keep) if e.kind == "sliding" else None
+        self.chk = ChunkedState(e.chunk) if e.kind == "chunked" else None
+
+    def rows(self) -> int:
+        if self.rot is not None:
+            return self.rot.rows
+        if self.chk is not None:
+            return self.chk.rows
+        return self.cap
+
+    def step(self, s: int) -> T.EntryStep:
+        e = self.e
+        if e.kind == "none":
+            return T.EntryStep("none", 0, 0, 0)
+        if e.kind == "state":
+            had = self.off > 0
+            self.off += s
+            return T.EntryStep("state", 1 if had else 0, 1, 0)
+        if e.kind == "sliding":
+            st = self.rot
+            old = st.rows
+            if s > 1:
+                trim = 0
+                if old:
+                    keep_rows = st.rows if (st.idx == st.rows or st.idx < st.offset) else st.idx
+                    trim = min(keep_rows, e.window - 1) if keep_rows > e.window - 1 else 0
+                st.call(s)
+                return T.EntryStep("sliding", old, st.rows, st.rows, trim_rows=trim)
+            st.call(s)
+            grown = st.rows - old if st.rows > old else 0
+            return T.EntryStep("sliding", old, st.rows, min(st.offset, st.rows), zero_rows=grown)
+        if e.kind == "chunked":
+            st = self.chk
+            st.trim_front()
+            old = st.rows
+            prev = st.offset - st.start
+            st.call(s)
+            grew = st.rows != old
+            return T.EntryStep("chunked", old, st.rows, prev + s, zero_rows=(st.rows - prev) if grew and old else 0)
+        # full / latent / indexer: KVCache (step 256)
+        old = self.cap
+        if self.cap == 0 or self.off + s > self.cap:
+            if self.cap and self.off % STEP:
+                self.cap = self.off
+            grow = -(-s // STEP) * STEP
+            self.cap += grow
+            zero = grow if old else 0
+        else:
+            zero = 0
+        self.off += s
+        return T.EntryStep(e.kind, old, self.cap, self.off, zero_rows=zero)
+
+
+def _entry_bytes(e: CacheEntry, rows: int, act: int, started: bool) -> int:
+    if e.kind == "none":
+        return 0
+    if e.kind == "state":
+        return e.state_bytes(act) if started else 0
+    return rows * e.row_elements * act
+
+
+# --------------------------------------------------------------------------------------------------
+# the estimate
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _CallPeak:
+    index: int
+    q_len: int
+    kv_len: int
+    held_before: int
+    growth: int
+    snapshot: int
+    pinned: dict[str, int]
+    window: int
+    window_terms: dict[str, int]
+    routes: dict[str, str]
+
+    @property
+    def total(self) -> int:
+        return self.held_before + self.growth + self.snapshot + sum(self.pinned.values()) + self.window
+
+
+def _validate_profile(p: Profile) -> None:
+    if not p.hidden_size:
+        raise UnsupportedError(f"unsupported: {p.name} has no hidden_size, so its activations are unknown")
+    if p.num_heads is None and p.mla is None:
+        raise UnsupportedError(f"unsupported: {p.name} has no num_heads (query heads), so its attention scores are unknown")
+
+
+def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", mlx_version: str | None = None,
+                 dtype: str | None = None, nax: bool = False, routes: KernelRoutes | None = None,
+                 all_calls: bool = False) -> Breakdown:
+    """The prefill peak of ``request`` on ``backend`` (see the module doc). ``dtype`` overrides the
+    profile's activation dtype (an MoE model on MLX's CPU backend runs in fp32). ``all_calls`` evaluates
+    every call instead of the first and the last few."""
+    _validate_profile(profile)
+    p = profile
+    dt = dtype or p.dtype
+    if dt not in DTYPE_BYTES:
+        raise InputError(f"dtype must be one of {sorted(DTYPE_BYTES)}, got {dt!r}")
+    act = DTYPE_BYTES[dt]
+    kr = routes or KernelRoutes.for_backend(backend, mlx_version)
+    _, tiled = tiled_state()
+    window = kr.executor.window_for(request.chunk)
+
+    prefix_calls = calls_for(request.cached, "generate", request.chunk) if request.cached else []
+    calls = calls_for(request.new_tokens, request.schedule, request.chunk)
+    if request.cached and request.schedule == "generate" and request.new_tokens == 1:
+        calls = [1]
+
+    types = p.layer_types
+    states = {name: [_EntryState(e) for e in lt.entries] for name, lt in types.items()}
+    counts: dict[str, int] = {}
+    for n in p.layer_names:
+        counts[n] = counts.get(n, 0) + 1
+
+    def held(started: bool, q_prev: int) -> tuple[int, int]:
+        kv = snap = 0
+        for name, sts in states.items():
+            for st in sts:
+                kv += counts[name] * _entry_bytes(st.e, st.rows(), act, st.off > 0)
+                if st.e.kind == "state" and st.off > 0 and q_prev > 1:
+                    snap += counts[name] * T.state_snapshot_bytes(p, types[name], st.e, q_prev, act)
+        return kv, snap
+
+    offset = 0
+    for s in prefix_calls:
+        for sts in states.values():
+            for st in sts:
+                st.step(s)
+        offset += s
+    prefix_held, prefix_snap = held(True, 0)  # the last prefix call was 1 token: no conv view left
+    held_start = prefix_held
+
+    n_calls = len(calls)
+    wanted = set(range(n_calls)) if all_calls or n_calls <= _TAIL_CALLS + 1 else \
+        {0, *range(n_calls - _TAIL_CALLS, n_calls)}
+    best: _CallPeak | None = None
+    q_prev = 0
+    for ci, s in enumerate(calls):
+        kv_before, snap_before = held(True, q_prev)
+        steps = {name: tuple(st.step(s) for st in sts) for name, sts in states.items()}
+        if ci in wanted:
+            growth = 0
+            for name, sts in states.items():
+                for st, stp in zip(sts, steps[name]):
+                    e = st.e
+                    if e.kind == "state":
+                        add = e.state_bytes(act) if stp.old_rows == 0 else 0
+                    else:
+                        add = max(0, stp.new_rows - stp.old_rows) * e.row_elements * act
+                    growth += counts[name] * add
+            cp = _call_peak(p, ci, s, offset, steps, kr, tiled, dt, act, nax, window, last=(ci == n_calls - 1),
+                            kv_before=kv_before, snap_before=snap_before, growth=growth,
+                            direct=request.schedule == "direct")
+            if best is None or cp.total > best.total:
+                best = cp
+        offset += s
+        q_prev = s
+    resident_after, _ = held(True, 1)
+    assert best is not None
+    terms: dict[str, int] = {}
+    kv_resident = best.held_before - held_start
+    if kv_resident:
+        terms["kv_resident"] = kv_resident
+    if best.growth:
+        terms["kv_growth"] = best.growth
+    if best.snapshot:
+        terms["state_snapshot"] = best.snapshot
+    for k, v in best.pinned.items():
+        if v:
+            terms[k] = terms.get(k, 0) + v
+    for k, v in sorted(best.window_terms.items(), key=lambda kv: -kv[1]):
+        if v:
+            terms[k] = terms.get(k, 0) + v
+    peak = sum(terms.values())
+    transient = best.window + sum(best.pinned.values())
+    expl = _explain(p, request, kr, best, peak, resident_after, held_start, window, n_calls)
+    return Breakdown(
+        peak_bytes=peak,
+        resident_kv_bytes=resident_after,
+        held_before_bytes=held_start,
+        kv_growth_bytes=best.growth,
+        transient_bytes=transient,
+        peak_call=best.index,
+        peak_q_len=best.q_len,
+        peak_kv_len=best.kv_len,
+        calls=n_calls,
+        terms=terms,
+        routes=best.routes,
+        backend=kr.backend,
+        mlx_version=kr.mlx_version,
+        inflight_ops=window,
+        explanation=expl,
+    )
+
+
+def _call_peak(p: Profile, ci: int, s: int, offset: int, steps: dict, kr: KernelRoutes, tiled: dict, dt: str,
+               act: int, nax: bool, window: int, *, last: bool, kv_before: int, snap_before: int, growth: int,
+               direct: bool) -> _CallPeak:
+    ctx = T.CallContext(q_len=s, offset=offset, act=act, dtype=dt, routes=kr, tiled=tiled, nax=nax, last=last)
+    per_type: dict[str, list[T.Item]] = {}
+    per_type_cache_only: dict[str, list[T.Item]] = {}
+    items: list[T.Item] = list(T.embedding_items(p, ctx))
+    n = len(p.layer_names)
+    compute_all = last or direct
+    for i, name in enumerate(p.layer_names):
+        lt = p.layer_types[name]
+        cache_only = (i == n - 1) and not compute_all
+        cache = per_type_cache_only if cache_only else per_type
+        if name not in cache:
+            cache[name] = T.layer_items(p, lt, steps[name], ctx, cache_only=cache_only)
+        items.extend(cache[name])
+    if compute_all:
+        items.extend(T.logits_items(p, ctx) if last else [])
+        if direct:
+            items.append(T.Item("logits", s * (p.vocab_size or 0) * act, 1))
+    ex = kr.executor
+    wmax, wterms = T.window_max(items, ex.window_for(s), ex.op_weight, ex.view_weight)
+    pinned = _pinned(p, steps, s, act)
+    routes = _routes_used(p, steps, ctx)
+    kv_len = max((st.kv_len for sts in steps.values() for st in sts), default=offset + s)
+    return _CallPeak(ci, s, kv_len, kv_before, growth, snap_before, pinned, wmax, wterms, routes)
+
+
+def _pinned(p: Profile, steps: dict, s: int, act: int) -> dict[str, int]:
+    """What outlives the window: the residual stream (the layer input, held until the residual add, and
+    the running hidden state) and the masks mlx-lm builds once per forward and every layer reads."""
+    h = p.hidden_size
+    out = {"residual_stream": s * h * act if s > 1 else 0}
+    masks = 0
+    if s > 1:
+        seen: set[tuple[str, int]] = set()
+        for name, stps in steps.items():
+            lt = p.layer_types[name]
+            for e, st in zip(lt.entries, stps):
+                if e.kind not in ("full", "sliding", "chunked", "latent"):
+                    continue
+                mk = "bool" if (p.mlx_model_type in T.ARRAY_MASK_FAMILIES or e.kind in ("sliding", "chunked")) else "causal"
+                if mk == "bool":
+                    key = (e.kind, st.kv_len)
+                    if key not in seen:
+                        seen.add(key)
+                        # create_causal_mask: linds >= rinds, (linds < rinds + window), their & : bool (S, kL)
+                        masks += (3 if e.kind == "sliding" else 1) * s * st.kv_len
+    out["masks"] = masks
+    return out
+
+
+def _routes_used(p: Profile, steps: dict, ctx: T.CallContext) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, stps in steps.items():
+        lt = p.layer_types[name]
+        e, st = lt.entries[0], stps[0]
+        if e.kind in ("full", "sliding", "chunked") and p.num_heads:
+            if p.mla is not None and p.mlx_model_type in ("deepseek_v2", "minicpm3", "youtu_llm"):
+                call = T.SdpaCall(p.num_heads, e.n_kv, p.mla.qk_nope_head_dim + p.mla.qk_rope_head_dim,
+                                  p.mla.v_head_dim, ctx.q_len, st.kv_len, T._mask_kind(p, e, st, ctx.q_len), False,
+                                  ctx.dtype, ctx.nax)
+            else:
+                call = T.SdpaCall(p.num_heads, e.n_kv, e.k_width, e.v_width, ctx.q_len, st.kv_len,
+                                  T._mask_kind(p, e, st, ctx.q_len), bool(p.attention_sinks), ctx.dtype, ctx.nax)
+        elif e.kind == "latent" and p.mla is not None:
+            H = p.num_heads or 1
+            if ctx.q_len == 1:
+                call = T.SdpaCall(H, 1, p.mla.kv_lora_rank, p.mla.kv_lora_rank, 1, st.kv_len, "none", False, ctx.dtype, ctx.nax)
+            else:
+                call = T.SdpaCall(H, H, p.mla.qk_nope_head_dim, p.mla.v_head_dim, ctx.q_len, st.kv_len, "additive",
+                                  False, ctx.dtype, ctx.nax)
+        else:
+            continue
+        r = ctx.routes.route(call, ctx.tiled)
+        out[name] = f"{r.route} ({r.name}; D={call.head_dim}/{call.v_head_dim}, qL={call.q_len}, kL={call.kv_len}, mask={call.mask})"
+    return out
+
+
+def _explain(p: Profile, req: Request, kr: KernelRoutes, best: _CallPeak, peak: int, resident_after: int,
+             held_start: int, window: int, n_calls: int) -> tuple[str, ...]:
+    lines = [
+        f"{p.name} on {kr.backend} (kernel table for MLX {kr.mlx_version}), {req.new_tokens} new tokens"
+        + (f" after {req.cached} cached" if req.cached else "") + f", {req.schedule} schedule, chunk {req.chunk}: "
+        f"{n_calls} call(s)",
+        f"peak {format_bytes(peak)} over what was held before the prompt, reached in call {best.index} "
+        f"(qL={best.q_len}, kL={best.kv_len})",
+        f"  held by the caches before that call: {format_bytes(best.held_before - held_start)} (+ {format_bytes(held_start)} prefix held before the prompt)",
+        f"  rows that call adds to every cache: {format_bytes(best.growth)}",
+    ]
+    if best.snapshot:
+        lines.append(f"  conv-state views of the previous chunk: {format_bytes(best.snapshot)}")
+    pinned = sum(best.pinned.values())
+    if pinned:
+        lines.append(f"  residual stream and masks built once per forward: {format_bytes(pinned)}")
+    lines.append(f"  ops in flight ({window} ops: the executor allocates ahead of the device): {format_bytes(best.window)}")
+    top = sorted(best.window_terms.items(), key=lambda kv: -kv[1])[:5]
+    for k, v in top:
+        lines.append(f"    {k}: {format_bytes(v)}")
+    for name, r in best.routes.items():
+        lines.append(f"  SDPA of '{name}' layers: {r}")
+    lines.append(f"after the prompt the caches hold {format_bytes(resident_after)}")
+    return tuple(lines)

@@ -1,0 +1,569 @@
+"""What one prefill call (a ``generate_step`` chunk, or the last token) allocates while it runs.
+
+The measured peak of a chunk is not "the largest layer": MLX's host thread allocates every op's output
+while it encodes the graph and the device (or the CPU worker thread) releases an op's inputs only once it
+has run that op, so the host runs ahead by a window of ops and the outputs of all ops in that window are
+alive together (``Executor.inflight_ops`` in ``profiles/kernels/<backend>.yaml``). A chunk is therefore
+modelled as the ordered list of what its ops allocate, layer after layer (``Item``s), and its transient is
+
+    transient = pinned + max over windows of ``inflight_ops`` consecutive ops of the bytes allocated there
+
+where ``pinned`` is what outlives any window (the residual stream, the masks built once per forward).
+Every item has a name and a formula in this file: nothing is fitted except the window length, a property
+of the backend's executor that the kernel table documents.
+
+Per attention layer (``_attention``): input norm, the q/k/v projections, q/k norms where the family has
+them, RoPE, the cache update (the old buffer and the zero block of a growing ``KVCache`` concatenation,
+or the trimmed copy of a ``RotatingKVCache``), SDPA as routed by the kernel table (fused: its output;
+fallback: one score buffer, scaled q, output, the causal mask; bool masks converted to additive on
+backends that cannot take them), the output projection and the residual add. Then the MLP (dense SwiGLU)
+or MoE block (router, token sort, the k-expanded gate/up/activation/down, unsort, weighting). MLA,
+gated-DeltaNet and Mamba2 layers have their own lists below. On the CPU backend ``mx.fast`` norms and RoPE
+are decomposed into several ops with temporaries (``FastOps`` in ``cpu.yaml``).
+
+The cache buffers themselves are accounted outside the window (``prefill.py``): what a layer held before
+the call is resident, the rows a call adds are counted for every layer at once (the conservative side:
+the new buffers of layers the window has not reached yet are not allocated yet).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from ..dtypes import DTYPE_BYTES
+from ..errors import UnsupportedError
+from ..profile import CacheEntry, LayerType, Profile
+from .routes import KernelRoutes, SdpaCall
+
+# Families whose attention normalizes q and k per head (mlx-lm q_norm / k_norm).
+QK_NORM_FAMILIES = {"qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe", "gemma3", "gemma3_text",
+                    "olmo2", "olmo3", "gemma4", "gemma4_text"}
+# Families with pre- and post-norms around both blocks (four norms per layer).
+SANDWICH_NORM_FAMILIES = {"gemma2", "gemma3", "gemma3_text", "gemma4", "gemma4_text"}
+# Families whose new conv state is a slice view of the (K-1+S) x conv_dim concatenation (qwen3_next and
+# qwen3_5 take mx.contiguous of it instead): reference/mlxlm_caches.md §3.1.
+CONV_VIEW_FAMILIES = {"nemotron_h", "mamba2", "falcon_h1", "granitemoehybrid", "plamo2", "mamba", "falcon_mamba"}
+# Families whose attention always builds a bool array mask (create_attention_mask(return_array=True)).
+ARRAY_MASK_FAMILIES = {"deepseek_v3", "deepseek_v32", "glm4_moe_lite", "kimi_k25", "kimi_linear", "gemma2"}
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """``bytes`` allocated by ``ops`` consecutive computing ops (plus ``views`` view ops: reshapes,
+    broadcasts, slices, which allocate nothing but take executor slots on the CPU backend); the bytes
+    are spread evenly over the item's slots."""
+
+    term: str
+    bytes: int
+    ops: int = 1
+    views: int = 0
+    carry: int = 0  # output bytes that stay alive while the next ``carry_items`` items run
+    carry_items: int = 0
+    out: int = -1  # bytes of the item's final output, alive until the next item has run (-1: ``bytes``)
+
+
+@dataclass(frozen=True, slots=True)
+class EntryStep:
+    """One cache entry during one call: rows before, rows after, keys the call attends to."""
+
+    kind: str
+    old_rows: int
+    new_rows: int
+    kv_len: int
+    trim_rows: int = 0  # RotatingKVCache: rows copied by the trim before the concatenation
+    zero_rows: int = 0  # KVCache growth: the zero block concatenated to the old buffer
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Everything the item formulas need for one call of ``q_len`` tokens."""
+
+    q_len: int
+    offset: int  # tokens in the cache before the call (cached prefix included)
+    act: int  # activation bytes
+    dtype: str
+    routes: KernelRoutes
+    tiled: dict
+    nax: bool = False
+    last: bool = False  # the last-token step (logits computed)
+
+
+# --------------------------------------------------------------------------------------------------
+# building blocks
+# --------------------------------------------------------------------------------------------------
+
+
+def _fast(ctx: CallContext, op: str, input_bytes: int, count: int = 1) -> Item:
+    # ``input_bytes`` is the total over the ``count`` calls (q and k: two rope calls)
+    """An ``mx.fast`` op (rms_norm, rope): one fused kernel writing its output, or the backend's
+    decomposition (``fast_ops`` in the kernel table: peak in units of the input bytes, op count)."""
+    cost = getattr(ctx.routes.fast_ops, op, None)
+    if cost is None:
+        return Item(op, input_bytes, count)
+    mult = cost.transient.get(ctx.dtype, cost.transient.get("fp32", 1.0))
+    ops = cost.ops_half if (ctx.dtype != "fp32" and cost.ops_half) else cost.ops
+    return Item(op, int(input_bytes * mult), ops * count, cost.views * count, out=input_bytes)
+
+
+def _sdpa(ctx: CallContext, call: SdpaCall, *, family: str) -> list[Item]:
+    """SDPA of one layer as routed by the kernel table; mask arrays built by mlx-lm are pinned elsewhere."""
+    r = ctx.routes.route(call, ctx.tiled)
+    s = ctx.act
+    out = call.n_q * call.q_len * call.v_head_dim * s
+    scores = call.n_q * call.q_len * call.kv_len * s
+    items: list[Item] = []
+    if r.route in ("fused", "vector"):
+        if call.mask == "bool" and not ctx.routes.supports_bool_mask:
+            items.append(Item("sdpa.bool_mask_to_additive", int(scores * ctx.routes.bool_to_additive_buffers), 3))
+        items.append(Item(f"sdpa.{r.route}_out", out, 1, 1))
+        return items
+    fb = ctx.routes.fallback
+    if r.route == "blocked":
+        rows = min(r.q_tile or call.q_len, call.q_len)
+        tile = call.n_q * rows * call.kv_len * s
+        items.append(Item("sdpa.blocked_scores_tile", tile + 2 * call.n_q * rows * call.head_dim * s, 3, out=0))
+        items.append(Item("sdpa.blocked_out", out, 1))
+        return items
+    if r.route == "tiled":
+        tile = call.n_q * call.q_len * min(r.kv_tile or call.kv_len, call.kv_len) * s
+        items.append(Item("sdpa.tiled_scores_tile", tile, 2, out=0))
+        items.append(Item("sdpa.tiled_out", out, 1))
+        return items
+    # fallback: q*scale, scores (where/softmax reuse it), output; "causal" builds a bool mask + aranges.
+    n_buf = fb.sinks_score_buffers if call.sinks else fb.score_buffers
+    items.append(Item("sdpa.fallback_q_scaled", call.n_q * call.q_len * call.head_dim * s, 1, 1))
+    if call.mask == "causal" and call.q_len > 1:
+        items.append(Item("sdpa.fallback_causal_mask",
+                          int(call.q_len * call.kv_len * fb.causal_mask_bytes_per_element) + 4 * (call.q_len + call.kv_len), 3, 5))
+    masked = call.mask != "none" and call.q_len > 1
+    items.append(Item("sdpa.fallback_scores", int(scores * n_buf), (2 + masked) + (2 if call.sinks else 0), 5))
+    items.append(Item("sdpa.fallback_out", out, 1, 3))
+    return items
+
+
+def _cache_update(entry: CacheEntry, step: EntryStep, act: int) -> Item:
+    """What a cache update adds while it runs, beyond the resident old buffer and the rows it adds
+    (counted for every layer in ``prefill.py``): a growing ``KVCache`` concatenates the old buffer with a
+    zero block into a new buffer, so the old-buffer-sized part of the new one is extra until the old one
+    is freed; a ``RotatingKVCache`` first copies its last window-1 rows (trim), then concatenates."""
+    rb = entry.row_elements * act
+    extra = step.zero_rows + step.trim_rows + min(step.new_rows, step.old_rows)
+    if step.old_rows == 0:
+        extra = 0  # first call: the zero buffer becomes the cache in place (slice_update donates)
+    elif step.new_rows == step.old_rows and step.trim_rows == 0 and step.zero_rows == 0:
+        extra = 0  # in-place slice_update (the call fits in the capacity)
+    if extra == 0 and step.zero_rows == 0:
+        return Item("kv_update_copy", 0, 2, 4, out=0)  # two slice_updates and the fetch slices
+    return Item("kv_update_copy", extra * rb, 6, 4, out=0)
+
+
+# --------------------------------------------------------------------------------------------------
+# layers
+# --------------------------------------------------------------------------------------------------
+
+
+def _mask_kind(p: Profile, entry: CacheEntry, step: EntryStep, q_len: int) -> str:
+    """The mask mlx-lm passes to SDPA for this layer (see routes research §5)."""
+    if q_len == 1:
+        return "none"
+    if p.mlx_model_type in ARRAY_MASK_FAMILIES:
+        return "bool"
+    if entry.kind == "sliding":
+        # RotatingKVCache.make_mask: bool once offset + N > window; llama/gemma also pass window_size,
+        # which makes KVCache.make_mask build an array too.
+        return "bool" if step.kv_len > entry.window or step.old_rows > 0 else "causal"
+    if entry.kind == "chunked":
+        return "bool"
+    return "causal"
+
+
+def _attention(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallContext, *, cache_only: bool) -> list[Item]:
+    """A standard (GQA) attention layer: full, sliding or chunked cache."""
+    S, s = ctx.q_len, ctx.act
+    h = p.hidden_size
+    n_q = p.num_heads or entry.n_kv
+    n_kv, dk, dv = entry.n_kv, entry.k_width, entry.v_width
+    fam = p.mlx_model_type
+    items = [_fast(ctx, "rms_norm", S * h * s)]
+    if cache_only:
+        # the last layer of a prefill chunk: only its K/V reach the evaluated cache state.
+        items.append(Item("qkv_proj", S * n_kv * (dk + dv) * s, 2, 6))
+        if fam in QK_NORM_FAMILIES:
+            items.append(_fast(ctx, "rms_norm", S * n_kv * dk * s))
+        items.append(_fast(ctx, "rope", S * n_kv * dk * s))
+        items.append(_cache_update(entry, step, s))
+        return items
+    qk_norm = fam in QK_NORM_FAMILIES
+    # v waits for the cache update (past the q/k norms and RoPE)
+    items.append(Item("qkv_proj", S * (n_q * dk + n_kv * (dk + dv)) * s, 3, 9,
+                      carry=S * n_kv * dv * s, carry_items=2 + qk_norm))
+    if qk_norm:
+        items.append(_fast(ctx, "rms_norm", S * (n_q + n_kv) * dk * s, 2))
+    # the rotated q waits for SDPA (past the cache update)
+    rope = _fast(ctx, "rope", S * (n_q + n_kv) * dk * s, 2)
+    items.append(Item(rope.term, rope.bytes, rope.ops, rope.views, carry=S * n_q * dk * s, carry_items=1, out=rope.out))
+    items.append(_cache_update(entry, step, s))
+    call = SdpaCall(n_q, n_kv, dk, dv, S, step.kv_len, _mask_kind(p, entry, step, S),
+                    bool(p.attention_sinks), ctx.dtype, ctx.nax)
+    items += _sdpa(ctx, call, family=fam)
+    items.append(Item("o_proj", S * n_q * dv * s + S * h * s, 2, 2, out=S * h * s))
+    if fam in SANDWICH_NORM_FAMILIES:
+        items.append(_fast(ctx, "rms_norm", S * h * s))
+    items.append(Item("residual", S * h * s, 1))
+    return items
+
+
+def _mlp(p: Profile, ctx: CallContext, *, moe: bool) -> list[Item]:
+    """The feed-forward block: dense SwiGLU, or the mlx-lm SwitchGLU MoE (+ shared experts)."""
+    S, s = ctx.q_len, ctx.act
+    h = p.hidden_size
+    fam = p.mlx_model_type
+    items = [_fast(ctx, "rms_norm", S * h * s)]
+    if moe and p.moe is not None:
+        m = p.moe
+        E, k = m.num_experts, m.experts_per_token
+        I = m.moe_intermediate_size or p.intermediate_size
+        T = S * k
+        items.append(Item("moe.router", S * E * s * 2 + S * E * 4 + S * k * (4 + s) * 2, 6, out=S * k * (4 + s)))
+        sort = T >= 64  # SwitchGLU sorts tokens by expert when indices.size >= 64
+        if sort:
+            items.append(Item("moe.sort", T * 4 * 4 + T * h * s, 5, out=T * (h * s + 8)))
+        items.append(Item("moe.experts", T * I * s * 3 + T * h * s, 4, out=T * h * s))
+        if sort:
+            items.append(Item("moe.unsort", T * h * s, 1))
+        items.append(Item("moe.combine", T * h * s + S * h * s, 2, out=S * h * s))
+        if m.shared_experts:
+            Ish = (p.intermediate_size or I) if fam in ("qwen3_next", "qwen3_5_moe") else I * m.shared_experts
+            items.append(Item("moe.shared_expert", S * Ish * s * 3 + S * h * s * 2, 6, out=S * h * s))
+    else:
+        I = p.intermediate_size or 0
+        if not I:
+            raise UnsupportedError(f"unsupported: {p.name} has no intermediate_size, so its MLP activations are unknown")
+        items.append(Item("mlp", S * I * s * 3 + S * h * s, 4, 3, out=S * h * s))
+    if fam in SANDWICH_NORM_FAMILIES:
+        items.append(_fast(ctx, "rms_norm", S * h * s))
+    items.append(Item("residual", S * h * s, 1))
+    return items
+
+
+def _mla_expanded(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallContext, *, cache_only: bool) -> list[Item]:
+    """DeepSeek-V2 / MiniCPM3 MLA with the expanded per-head cache (k = nope+rope, v = v_head_dim).
+
+    Order as MLX runs it (the tape is a topological order from the outputs, so what SDPA consumes runs
+    last): q projection, kv_a + its norm, kv_b, RoPE of q_pe and k_pe, the repeated k_pe concatenated
+    into the keys, the queries concatenated, the cache update, SDPA (Dq = nope + rope, Dv = v_head_dim).
+    """
+    S, s, h = ctx.q_len, ctx.act, p.hidden_size
+    mla = p.mla
+    if mla is None:
+        raise UnsupportedError(f"unsupported: {p.name} is an MLA model without its ranks (mla: kv_lora_rank, "
+                               "qk_rope_head_dim, qk_nope_head_dim, v_head_dim) in the profile")
+    H = entry.n_kv
+    nope, rope, vd, rank = mla.qk_nope_head_dim, mla.qk_rope_head_dim, mla.v_head_dim, mla.kv_lora_rank
+    q_bytes = S * H * (nope + rope) * s
+    items = [_fast(ctx, "rms_norm", S * h * s)]
+    if not cache_only:
+        if mla.q_lora_rank:
+            items.append(Item("mla.q_a", S * mla.q_lora_rank * s, 1, 1))
+            items.append(_fast(ctx, "rms_norm", S * mla.q_lora_rank * s))
+        items.append(Item("mla.q_proj", q_bytes, 1, 3))
+    items.append(Item("mla.kv_a", S * (rank + rope) * s, 1, 2))
+    items.append(_fast(ctx, "rms_norm", S * rank * s))
+    # kv_b output: k_nope and the values; the values wait for the cache update
+    items.append(Item("mla.kv_b", S * H * (nope + vd) * s, 1, 4, carry=S * H * vd * s, carry_items=4))
+    n_rope = 1 if cache_only else 2
+    items.append(_fast(ctx, "rope", S * (rope + (0 if cache_only else H * rope)) * s, n_rope))
+    items.append(Item("mla.k_concat", S * H * rope * s + S * H * (nope + rope) * s, 2, 3, out=S * H * (nope + rope) * s))
+    if not cache_only:
+        items.append(Item("mla.q_concat", q_bytes, 1, 1, carry=q_bytes, carry_items=1))
+    items.append(_cache_update(entry, step, s))
+    if cache_only:
+        return items
+    call = SdpaCall(p.num_heads or H, H, nope + rope, vd, S, step.kv_len, _mask_kind(p, entry, step, S),
+                    False, ctx.dtype, ctx.nax)
+    items += _sdpa(ctx, call, family=p.mlx_model_type)
+    items.append(Item("o_proj", S * H * vd * s + S * h * s, 2, 2))
+    items.append(Item("residual", S * h * s, 1))
+    return items
+
+
+def _mla_latent(p: Profile, entries: tuple[CacheEntry, ...], steps: tuple[EntryStep, ...], ctx: CallContext,
+                *, cache_only: bool) -> list[Item]:
+    """DeepSeek-V3-style MLA prefill: latent cache; pe_scores (H x qL x kL) passed as an additive mask,
+    k = embed_q(latent) and v = unembed_out(latent) materialized per head for the whole cache."""
+    S, s, h = ctx.q_len, ctx.act, p.hidden_size
+    mla = p.mla
+    H = p.num_heads or 1
+    nope, rope, vd, rank = mla.qk_nope_head_dim, mla.qk_rope_head_dim, mla.v_head_dim, mla.kv_lora_rank
+    entry, step = entries[0], steps[0]
+    kL = step.kv_len
+    items = [_fast(ctx, "rms_norm", S * h * s)]
+    items.append(Item("mla.kv_a", S * (rank + rope) * s, 1))
+    items.append(_fast(ctx, "rms_norm", S * rank * s))
+    items.append(_fast(ctx, "rope", S * rope * s))
+    items.append(_cache_update(entry, step, s))
+    for e, st in zip(entries[1:], steps[1:]):  # DSA indexer cache
+        items.append(Item("dsa.indexer_kv", S * e.row_elements * s, 2))
+        items.append(_cache_update(e, st, s))
+    if cache_only:
+        return items
+    if mla.q_lora_rank:
+        items.append(Item("mla.q_a", S * mla.q_lora_rank * s, 1))
+        items.append(_fast(ctx, "rms_norm", S * mla.q_lora_rank * s))
+    items.append(Item("mla.q_proj", S * H * (nope + rope) * s, 1))
+    items.append(_fast(ctx, "rope", S * H * rope * s))
+    if len(entries) > 1 and mla.index_n_heads and mla.index_topk and kL > mla.index_topk:
+        ih = mla.index_n_heads
+        items.append(Item("dsa.indexer_scores", ih * S * kL * s * 2 + S * kL * (s + 4) + S * kL, 6, out=S * kL))
+    if S == 1:
+        items.append(Item("mla.decode_q", H * rank * s * 2, 2))
+        call = SdpaCall(H, 1, rank, rank, 1, kL, "none", False, ctx.dtype, ctx.nax)
+        items += _sdpa(ctx, call, family=p.mlx_model_type)
+        items.append(Item("o_proj", H * vd * s + h * s, 3))
+    else:
+        items.append(Item("mla.pe_scores", S * H * rope * s + H * S * kL * s, 3, out=0))
+        items.append(Item("mla.k_v_expand", H * kL * (nope + vd) * s, 2))
+        call = SdpaCall(H, H, nope, vd, S, kL, "additive", False, ctx.dtype, ctx.nax)
+        items += _sdpa(ctx, call, family=p.mlx_model_type)
+        items.append(Item("o_proj", S * H * vd * s + S * h * s, 2))
+    items.append(Item("residual", S * h * s, 1))
+    return items
+
+
+@dataclass(frozen=True, slots=True)
+class StateDims:
+    k1: int  # conv window rows (kernel - 1)
+    conv_dim: int
+    ssm_shape: tuple[int, ...]
+    ssm_elems: int
+    ssm_bytes: int  # bytes per element of the recurrent state
+
+
+def state_dims(p: Profile, lt: LayerType, entry: CacheEntry) -> StateDims:
+    """Shapes of a state cache's conv window and recurrent state, from the profile's declaration.
+
+    ``CacheEntry`` keeps element counts only, so the shapes come from the variant's layer kinds (or a
+    ``shape`` attribute on the tensor spec where the profile carries one)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for t in entry.tensors:
+        shp = getattr(t, "shape", None)
+        if shp:
+            shapes[t.name] = tuple(shp)
+    v = p.variant
+    if not shapes and v is not None and lt.name in v.layers.kinds:
+        spec = v.layers.kinds[lt.name]
+        for sp in (spec if isinstance(spec, list) else [spec]):
+            if sp.kind == "state":
+                for t in sp.tensors:
+                    shapes[t.name] = tuple(t.shape)
+    conv = next((t for t in entry.tensors if t.name.startswith("conv")), None)
+    ssm = next((t for t in entry.tensors if not t.name.startswith("conv")), None)
+    if conv is None or ssm is None or conv.name not in shapes or ssm.name not in shapes:
+        raise UnsupportedError(
+            f"unsupported: {p.name}: the transient of its {lt.name!r} state layers needs the conv and recurrent "
+            "state shapes (declare them in the profile's layer kind)")
+    cs, ss = shapes[conv.name], shapes[ssm.name]
+    k1 = cs[0] if len(cs) >= 2 else 1
+    conv_dim = prod(cs[1:]) if len(cs) >= 2 else cs[0]
+    return StateDims(k1, conv_dim, ss, prod(ss), DTYPE_BYTES.get(ssm.dtype, 0))
+
+
+def _linear_attention(p: Profile, lt: LayerType, entry: CacheEntry, step: EntryStep, ctx: CallContext, *,
+                      cache_only: bool) -> list[Item]:
+    """Gated-DeltaNet (qwen3_next / qwen3_5) and Mamba2 (nemotron_h) mixers.
+
+    The conv window is concatenated with the chunk ((K-1+S) x conv_dim) and the new conv state is a view
+    of that buffer (held until the next call: ``state_snapshot_bytes``). Off Metal the recurrence runs
+    as ops, one step per token (gated_delta_ops) or per 256-token block (Mamba2 ssm), each step writing
+    a new fp32 state and state-sized products: their bytes are spread over the steps' ops so the window
+    holds as many steps as fit.
+    """
+    S, s, h = ctx.q_len, ctx.act, p.hidden_size
+    d = state_dims(p, lt, entry)
+    sb = d.ssm_bytes or 4
+    nvdv = d.ssm_shape[0] * d.ssm_shape[1] if len(d.ssm_shape) == 3 else d.conv_dim  # nv*dv, or H*head_dim
+    items = [_fast(ctx, "rms_norm", S * h * s)]
+    fam = p.mlx_model_type
+    if fam in ("qwen3_next", "qwen3_5", "qwen3_5_moe"):
+        # in_proj outputs: conv_dim (q, k, v) + z (nv*dv) + b, a (nv each)
+        nv = d.ssm_shape[0]
+        items.append(Item("deltanet.in_proj", S * (d.conv_dim + nvdv + 2 * nv) * s, 2))
+        items.append(Item("deltanet.conv", (d.k1 + S) * d.conv_dim * s + 2 * S * d.conv_dim * s, 3,
+                          out=S * d.conv_dim * s))
+        items.append(_fast(ctx, "rms_norm", S * max(d.conv_dim - nvdv, 0) * s))
+        items.append(Item("deltanet.gates", S * nv * 4 * 4, 4, out=S * nv * 4 * 2))
+        if ctx.routes.backend == "metal":
+            items.append(Item("deltanet.kernel", d.ssm_elems * sb + S * nvdv * s, 1))
+        else:
+            # gated_delta_ops, per token: state*k, k*delta and state*q are state-sized and fp32
+            items.append(Item("deltanet.recurrence_steps", S * 3 * d.ssm_elems * 4, S * 12,
+                              out=d.ssm_elems * 4 + S * nvdv * s))
+            items.append(Item("deltanet.stack", S * nvdv * s, 1))
+        if not cache_only:
+            items.append(Item("deltanet.out_norm", S * nvdv * s * 3, 5, out=S * nvdv * s))
+            items.append(Item("o_proj", S * h * s, 1))
+            items.append(Item("residual", S * h * s, 1))
+        return items
+    if fam == "nemotron_h":
+        heads = d.ssm_shape[0]
+        items.append(Item("mamba.in_proj", S * (d.conv_dim + nvdv + heads) * s, 1))
+        items.append(Item("mamba.conv", (d.k1 + S) * d.conv_dim * s + 2 * S * d.conv_dim * s, 3,
+                          out=S * d.conv_dim * s))
+        if ctx.routes.backend == "metal" and S == 1:
+            items.append(Item("mamba.kernel", d.ssm_elems * sb, 1))
+        else:
+            # ssm_attn, per 256-token block: CB repeated to (H, 256, 256) in the model dtype, and four
+            # fp32 (H, 256, 256) arrays live together: segsum's repeat/tril, its cumsum, exp(segsum)
+            # (the decay, read twice so never donated) and CB * decay; plus the next state
+            blocks = -(-S // 256)
+            blk = min(S, 256)
+            per_block = heads * blk * blk * (4 * 4 + s) + 2 * d.ssm_elems * 4
+            items.append(Item("mamba.ssm_blocks", blocks * per_block, blocks * 14, blocks * 10,
+                              out=S * nvdv * s + d.ssm_elems * 4))
+        if not cache_only:
+            items.append(Item("mamba.out_norm", S * nvdv * s * 3, 5, out=S * nvdv * s))
+            items.append(Item("o_proj", S * h * s, 1))
+            items.append(Item("residual", S * h * s, 1))
+        return items
+    raise UnsupportedError(f"unsupported: no transient model for the state layers of mlx-lm {fam!r}")
+
+
+def state_snapshot_bytes(p: Profile, lt: LayerType, entry: CacheEntry, q_len: int, act: int) -> int:
+    """Bytes a state layer keeps beyond its ``nbytes`` between prefill chunks: the new conv state is a
+    slice view of the (K-1+S) x conv_dim concatenation, which keeps the whole buffer alive until the
+    next call replaces it (reference/mlxlm_caches.md §3.1; released after the last 1-token step)."""
+    if q_len <= 1 or p.mlx_model_type not in CONV_VIEW_FAMILIES:
+        return 0
+    d = state_dims(p, lt, entry)
+    conv = next(t for t in entry.tensors if t.name.startswith("conv"))
+    conv_b = act if conv.dtype == "model" else DTYPE_BYTES[conv.dtype]
+    return q_len * d.conv_dim * conv_b
+
+
+# --------------------------------------------------------------------------------------------------
+# a whole call
+# --------------------------------------------------------------------------------------------------
+
+
+def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: CallContext, *, cache_only: bool) -> list[Item]:
+    """The items of one layer of this type during the call (``cache_only``: the chunk's last layer)."""
+    kinds = [e.kind for e in lt.entries]
+    moe = p.moe is not None and not _dense_layer(p, lt)
+    if kinds == ["none"]:
+        if cache_only:
+            return []
+        return _mlp(p, ctx, moe=moe)
+    if kinds[0] == "latent":
+        items = _mla_latent(p, lt.entries, steps, ctx, cache_only=cache_only)
+    elif kinds[0] in ("full", "sliding", "chunked"):
+        e = lt.entries[0]
+        if p.mla is not None and p.mlx_model_type in ("deepseek_v2", "minicpm3", "youtu_llm"):
+            items = _mla_expanded(p, e, steps[0], ctx, cache_only=cache_only)
+        else:
+            items = _attention(p, e, steps[0], ctx, cache_only=cache_only)
+        for e2, st2 in zip(lt.entries[1:], steps[1:]):
+            if e2.kind == "state":
+                items += _linear_attention(p, lt, e2, st2, ctx, cache_only=cache_only)
+    elif kinds[0] == "state":
+        items = _linear_attention(p, lt, lt.entries[0], steps[0], ctx, cache_only=cache_only)
+    else:
+        raise UnsupportedError(f"unsupported: no transient model for a {lt.label!r} layer")
+    if cache_only or p.mlx_model_type == "nemotron_h":
+        return items  # nemotron_h: attention/mamba/MLP are separate layers ('none' = MLP-only)
+    return items + _mlp(p, ctx, moe=moe)
+
+
+def _dense_layer(p: Profile, lt: LayerType) -> bool:
+    return False
+
+
+def embedding_items(p: Profile, ctx: CallContext) -> list[Item]:
+    h = p.hidden_size
+    items = [Item("embedding", ctx.q_len * h * ctx.act, 1, 3)]
+    if p.mlx_model_type in SANDWICH_NORM_FAMILIES:
+        items.append(Item("embedding", ctx.q_len * h * ctx.act, 1))
+    return items
+
+
+def logits_items(p: Profile, ctx: CallContext) -> list[Item]:
+    """The last-token step: final norm, lm_head on one position, log-softmax, argmax."""
+    v = p.vocab_size or 0
+    h = p.hidden_size
+    return [_fast(ctx, "rms_norm", h * ctx.act), Item("logits", v * ctx.act + 2 * v * 4, 4)]
+
+
+_ALL_SUMS: list | None = None  # set by peak.fast to collect every window position's sum
+
+
+def window_max(items: list[Item], window: int, op_weight: int = 1, view_weight: int = 0) -> tuple[int, dict[str, int]]:
+    """Max over windows of ``window`` executor slots of the bytes live there.
+
+    Live = the bytes of the items the window covers (each item's bytes spread evenly over its slots:
+    an op's output exists from the moment the host allocates it) + the ``carry`` of earlier items whose
+    output is still waiting for a consumer inside the window. The sum is piecewise linear in the
+    window's position between item boundaries, so the maximum has an edge on a boundary: every boundary
+    is tried as the window's start and as its end. Returns the max and the per-term bytes of that window.
+    """
+    if not items:
+        return 0, {}
+    n = len(items)
+    bounds = [0]
+    for it in items:
+        bounds.append(bounds[-1] + max(1, it.ops * op_weight + it.views * view_weight))
+    total = bounds[-1]
+    cum = [0.0]
+    for it in items:
+        cum.append(cum[-1] + it.bytes)
+    import bisect
+
+    def upto(x: float) -> float:
+        j = bisect.bisect_right(bounds, x) - 1
+        if j >= n:
+            return cum[-1]
+        a, b = bounds[j], bounds[j + 1]
+        return cum[j] + items[j].bytes * (x - a) / (b - a)
+
+    def carried(lo: float) -> tuple[float, list[int]]:
+        # items ending at or before lo whose carry reaches an item that overlaps [lo, ...)
+        j = bisect.bisect_right(bounds, lo) - 1  # item containing lo (or the last)
+        tot, who = 0.0, []
+        for i in range(max(0, j - 8), min(j, n)):
+            it = items[i]
+            if bounds[i + 1] > lo:
+                continue
+            add = 0
+            if i + 1 >= j:  # its consumer is (partly) in the window: the output has not been released
+                add += it.bytes if it.out < 0 else it.out
+            if it.carry and i + it.carry_items >= j:
+                add += it.carry
+            if add:
+                tot += add
+                who.append((i, add))
+        return tot, who
+
+    w = min(window, total)
+    best, best_lo = -1.0, 0.0
+    sums: dict[float, float] = {}
+    for bnd in bounds:
+        for lo in (bnd, bnd - w):
+            if lo < 0 or lo + w > total or lo in sums:
+                continue
+            v = upto(lo + w) - upto(lo) + carried(lo)[0]
+            sums[lo] = v
+            if v > best:
+                best, best_lo = v, lo
+    if _ALL_SUMS is not None:
+        _ALL_SUMS.append(sums)
+    lo, hi = best_lo, best_lo + w
+    terms: dict[str, float] = {}
+    for i, it in enumerate(items):
+        a, b = bounds[i], bounds[i + 1]
+        ov = min(b, hi) - max(a, lo)
+        if ov > 0:
+            terms[it.term] = terms.get(it.term, 0.0) + it.bytes * ov / (b - a)
+    _, who = carried(lo)
+    for i, add in who:
+        k = items[i].term + ".carried"
+        terms[k] = terms.get(k, 0.0) + add
+    out = {k: int(round(v)) for k, v in terms.items()}
+    return sum(out.values()), out

@@ -1,0 +1,322 @@
+"""The weights term: how many bytes the model's parameters occupy once mlx-lm has loaded them.
+
+Two answers, always labelled:
+
+* **exact** — a local model directory's ``model*.safetensors`` (the files ``mlx_lm.load`` reads): the
+  sum over stored tensors of ``prod(shape) * element size``, read from the headers only (see
+  ``safetensors_header``). For an MLX-quantized checkpoint the packed ``uint32`` weights and the
+  ``scales`` / ``biases`` tensors are counted as stored, which is what MLX holds. mlx-lm's ``sanitize``
+  can drop tensors a checkpoint carries (a vision tower in a text-only load, rotary ``inv_freq``), so
+  for such checkpoints the loaded model holds this much or less, never more. MLX's Metal allocator
+  rounds each buffer above 16 KiB up to a 16 KiB page: a few MB over hundreds of tensors, not counted.
+  A profile's ``weights.bytes`` (measured by whoever wrote it) is exact too, for the checkpoint it
+  describes.
+* **approximate** — from the profile's ``weights.params`` and a quantization. MLX *affine*
+  quantization (``mx.quantize``, mlx-lm's default ``convert``) packs each value into ``bits`` bits and
+  keeps one scale and one bias per ``group_size`` values in the model dtype (bf16: 2 + 2 bytes), so a
+  quantized parameter costs ``bits/8 + 2*dtype_bytes/group_size`` bytes (4-bit, group 64, bf16:
+  0.5625). ``mxfp4`` / ``nvfp4`` / ``mxfp8`` keep a one-byte scale per group and no bias. mlx-lm's
+  default convert quantizes every ``Linear`` and ``Embedding`` whose last dimension divides by the
+  group size — embeddings and the LM head included — and leaves norms and biases in the model dtype;
+  the norms are counted as ``(2 * num_layers + 1) * hidden_size`` parameters (two per block plus the
+  final one). Models whose ``quant_predicate`` keeps router gates at 8 bits (qwen3_moe, qwen3_next,
+  gpt_oss, ...) differ by less than 0.1%.
+
+No parameter count known → ``bytes`` is ``None`` with the reason: never a guess.
+
+Which quantization (first that applies): ``bits`` passed by the caller (``--weights-bits``); the
+local directory's ``config.json`` ``quantization``; the model id (``mlx-community/...-4bit`` ->
+``Resolution.weights_bits``; ``mxfp4`` / ``nvfp4`` in the id pick that mode); the profile's
+``weights.bits`` / ``group_size``; otherwise unquantized in the profile's dtype.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .dtypes import DTYPE_BYTES
+from .errors import InputError
+from .safetensors_header import CheckpointHeaders, SafetensorsError, read_checkpoint, weight_files
+
+#: ``mlx_lm.utils.quantize_model``'s defaults per mode: (group_size, bits).
+MODE_DEFAULTS: dict[str, tuple[int, int]] = {"affine": (64, 4), "mxfp4": (32, 4), "nvfp4": (16, 4), "mxfp8": (32, 8)}
+QUANT_BITS = (2, 3, 4, 5, 6, 8)
+MAX_CONFIG_BYTES = 10_000_000
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """How parameters are stored: ``bits`` 16/32 mean unquantized (bf16 or fp16 / fp32)."""
+
+    bits: int
+    group_size: int | None = None
+    mode: str = "affine"
+
+    @property
+    def quantized(self) -> bool:
+        return self.bits < 16
+
+    def nbytes(self, params: int, dtype_bytes: int) -> int:
+        """Bytes of ``params`` parameters stored this way (integer arithmetic, rounded up)."""
+        if not self.quantized:
+            return params * (self.bits // 8)
+        groups = -(-params // self.group_size)
+        per_group = 2 * dtype_bytes if self.mode == "affine" else 1  # scale (+ bias) per group
+        return -(-params * self.bits // 8) + groups * per_group
+
+    def label(self) -> str:
+        if not self.quantized:
+            return f"{self.bits}-bit (unquantized)"
+        m = "" if self.mode == "affine" else f" {self.mode}"
+        return f"{self.bits}-bit{m}, group {self.group_size}"
+
+
+@dataclass(frozen=True)
+class WeightsInfo:
+    """The weights term and where it came from.
+
+    ``bytes``: the weight bytes, or ``None`` when unknown (``reason`` says why); ``exact``: read from
+    the checkpoint (or a profile's measured ``weights.bytes``) rather than computed from a parameter
+    count; ``source``: a short phrase for tables; ``reason``: why it is approximate or unknown.
+    """
+
+    bytes: int | None
+    exact: bool
+    source: str
+    reason: str | None = None
+    params: int | None = None
+    bits: int | None = None
+    group_size: int | None = None
+    mode: str | None = None
+    files: int | None = None
+    tensors: int | None = None
+    directory: str | None = None
+    stored_dtypes: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        if self.bytes is None:
+            return "unknown"
+        return "exact" if self.exact else "approximate"
+
+    def as_dict(self) -> dict:
+        return {
+            "bytes": self.bytes,
+            "exact": self.exact,
+            "label": self.label,
+            "source": self.source,
+            "reason": self.reason,
+            "params": self.params,
+            "bits": self.bits,
+            "group_size": self.group_size,
+            "mode": self.mode,
+            "files": self.files,
+            "tensors": self.tensors,
+            "directory": self.directory,
+        }
+
+
+# ----------------------------------------------------------------------------------------------
+def estimate_weights(resolution, bits: int | None = None, model_dir=None, *, group_size: int | None = None) -> WeightsInfo:
+    """The weights term for a resolved model (see the module docstring for the rules).
+
+    ``model_dir``: a local model directory; when not given and the model was resolved from a local
+    directory or its ``config.json``, that directory is used. Raises ``InputError`` for a bad
+    ``bits``/``group_size`` and ``SafetensorsError`` (an ``InputError``) for unreadable weight files.
+    """
+    if bits is not None and (type(bits) is not int or bits not in (*QUANT_BITS, 16, 32)):
+        raise InputError(f"weights bits must be one of {(*QUANT_BITS, 16, 32)}, got {bits!r}")
+    if group_size is not None and (type(group_size) is not int or group_size not in (16, 32, 64, 128)):
+        raise InputError(f"weights group size must be 16, 32, 64 or 128, got {group_size!r}")
+    profile = resolution.profile
+    d = Path(model_dir).expanduser() if model_dir is not None else _local_dir(resolution)
+    config_q = None
+    if d is not None:
+        config = _read_config(d)
+        config_q = config_quantization(config) if config else None
+        if weight_files(d):
+            return _from_checkpoint(read_checkpoint(d), bits, group_size, config_q, profile)
+    q = _pick_quantization(resolution, profile, bits, group_size, config_q)
+    return _from_profile(profile, q, explicit=bits is not None)
+
+
+def _local_dir(resolution) -> Path | None:
+    if getattr(resolution, "matched_by", None) not in ("directory", "config", "path", "local"):
+        return None
+    for cand in (getattr(resolution, "matched", None), getattr(resolution, "query", None)):
+        if not cand:
+            continue
+        p = Path(cand).expanduser()
+        if p.is_file():
+            p = p.parent
+        if p.is_dir():
+            return p
+    return None
+
+
+def _read_config(d: Path) -> dict | None:
+    p = d / "config.json"
+    try:
+        if not p.is_file() or p.stat().st_size > MAX_CONFIG_BYTES:
+            return None
+        data = json.loads(p.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None  # the extractor reports a broken config.json; here it only hints the quantization
+    return data if isinstance(data, dict) else None
+
+
+def config_quantization(config: dict) -> Quantization | None:
+    """``config.json``'s MLX ``quantization`` (mlx-lm writes it, and ``quantization_config``), if any.
+
+    A Hugging Face ``quantization_config`` with a ``quant_method`` (GPTQ, AWQ, fp8) is not an MLX
+    quantization and is ignored here; ``bits`` must be given (mlx-lm always writes it).
+    """
+    for key in ("quantization", "quantization_config"):
+        q = config.get(key)
+        if not isinstance(q, dict) or "quant_method" in q:
+            continue
+        b, g, mode = q.get("bits"), q.get("group_size"), q.get("mode", "affine")
+        if mode not in MODE_DEFAULTS or type(b) is not int or b not in QUANT_BITS:
+            continue
+        g = g if type(g) is int and g > 0 else MODE_DEFAULTS[mode][0]
+        return Quantization(b, g, mode)
+    return None
+
+
+def _mode_from_query(query: str) -> str:
+    low = query.lower()
+    for mode in ("mxfp4", "nvfp4", "mxfp8"):
+        if mode in low:
+            return mode
+    return "affine"
+
+
+def _pick_quantization(resolution, profile, bits, group_size, config_q) -> tuple[Quantization, str]:
+    w = getattr(profile, "weights", None)
+    prof_bits = getattr(w, "bits", None)
+    prof_group = getattr(w, "group_size", None)
+    if bits is not None:
+        mode = "affine"
+        src = "bits as requested"
+    elif config_q is not None:
+        return config_q, "from config.json quantization"
+    elif getattr(resolution, "weights_bits", None):
+        bits, src = resolution.weights_bits, "bits from the model id"
+        mode = _mode_from_query(resolution.query)
+    elif prof_bits:
+        bits, src, mode = prof_bits, "bits from the profile", "affine"
+    else:
+        dt = profile.dtype
+        return Quantization(8 * DTYPE_BYTES[dt]), f"unquantized, the profile's dtype {dt}"
+    if bits >= 16:
+        return Quantization(bits), src
+    if group_size:
+        g = group_size
+    elif prof_group and mode == "affine":
+        g = prof_group
+    else:
+        g = MODE_DEFAULTS[mode][0]
+        src += f", group {g} = mlx-lm's default"
+    return Quantization(bits, g, mode), src
+
+
+def _norm_params(profile) -> int:
+    if profile.hidden_size and profile.num_layers:
+        return (2 * profile.num_layers + 1) * profile.hidden_size
+    return 0
+
+
+def _from_profile(profile, picked: tuple[Quantization, str], explicit: bool) -> WeightsInfo:
+    q, why = picked
+    w = getattr(profile, "weights", None)
+    act = DTYPE_BYTES.get(profile.dtype, 2)
+    prof_bits = getattr(w, "bits", None) or 16
+    if w is not None and w.bytes and q.bits == prof_bits:
+        return WeightsInfo(w.bytes, True, "profile weights.bytes", None, params=w.params, bits=q.bits,
+                           group_size=q.group_size, mode=q.mode if q.quantized else None)
+    params = getattr(w, "params", None) if w is not None else None
+    if not params:
+        return WeightsInfo(None, False, "unknown",
+                           f"profile {profile.name!r} has no weights.params; point MODEL at a local model "
+                           "directory (its safetensors headers give exact bytes) or add weights.params to the profile")
+    if q.quantized:
+        kept = min(_norm_params(profile), params)
+        nbytes = q.nbytes(params - kept, act) + kept * act
+        how = f"{params:,} params at {q.label()} ({why}); {kept:,} norm params kept in {profile.dtype}"
+    else:
+        nbytes = q.nbytes(params, act)
+        how = f"{params:,} params at {q.bits // 8} bytes ({why})"
+    return WeightsInfo(nbytes, False, f"profile params, {q.label()}",
+                       f"approximate: {how}", params=params, bits=q.bits,
+                       group_size=q.group_size, mode=q.mode if q.quantized else None)
+
+
+def _from_checkpoint(ck: CheckpointHeaders, bits, group_size, config_q: Quantization | None, profile) -> WeightsInfo:
+    n_files = len(ck.files)
+    where = f"{ck.directory} ({n_files} file{'s' if n_files != 1 else ''}, {ck.tensor_count} tensors)"
+    stored_q = config_q
+    quantized_ck = stored_q is not None or any(t.name.endswith(".scales") for f in ck.files for t in f.tensors)
+    stored_bits = stored_q.bits if stored_q else (None if quantized_ck else _stored_float_bits(ck))
+    same = bits is None or (bits == stored_bits and (group_size is None or stored_q is None
+                                                      or group_size == stored_q.group_size))
+    if same:
+        q = stored_q
+        return WeightsInfo(ck.nbytes, True, "safetensors headers", None,
+                           params=None if quantized_ck else _count_params(ck),
+                           bits=q.bits if q else stored_bits, group_size=q.group_size if q else None,
+                           mode=q.mode if q else None, files=n_files, tensors=ck.tensor_count,
+                           directory=str(ck.directory), stored_dtypes=ck.dtypes())
+    if quantized_ck:
+        what = stored_q.label() if stored_q else "quantized"
+        return WeightsInfo(None, False, "unknown",
+                           f"{ck.directory} holds a {what} checkpoint; its size at {bits} bits is not "
+                           "known without requantizing (mlx_lm.convert)", files=n_files, tensors=ck.tensor_count)
+    # An unquantized local checkpoint asked at other bits: quantize its real shapes the way convert would.
+    act = DTYPE_BYTES.get(profile.dtype, 2)
+    if bits >= 16:
+        q = Quantization(bits)
+    else:
+        q = Quantization(bits, group_size or MODE_DEFAULTS["affine"][0], "affine")
+    total = 0
+    for f in ck.files:
+        for t in f.tensors:
+            n = 1
+            for d_ in t.shape:
+                n *= d_
+            if q.quantized and _quantizable(t.name, t.shape, q.group_size):
+                total += q.nbytes(n, act)
+            elif q.quantized:
+                total += t.nbytes
+            else:
+                total += n * (q.bits // 8)
+    return WeightsInfo(total, False, f"safetensors shapes, {q.label()}",
+                       f"approximate: the tensors of {where} as mlx-lm's convert would store them at {q.label()} "
+                       "(every 2-D+ '.weight' whose last dimension divides by the group size; the rest as stored)",
+                       params=_count_params(ck), bits=q.bits, group_size=q.group_size,
+                       mode=q.mode if q.quantized else None, files=n_files, tensors=ck.tensor_count)
+
+
+def _stored_float_bits(ck: CheckpointHeaders) -> int | None:
+    """16 or 32: the float width holding most of an unquantized checkpoint's bytes."""
+    by = ck.dtypes()
+    half = by.get("BF16", 0) + by.get("F16", 0)
+    full = by.get("F32", 0)
+    if not half and not full:
+        return None
+    return 16 if half >= full else 32
+
+
+def _quantizable(name: str, shape: tuple[int, ...], group: int) -> bool:
+    return len(shape) >= 2 and name.endswith(".weight") and "conv" not in name and shape[-1] % group == 0
+
+
+def _count_params(ck: CheckpointHeaders) -> int:
+    total = 0
+    for f in ck.files:
+        for t in f.tensors:
+            n = 1
+            for d_ in t.shape:
+                n *= d_
+            total += n
+    return total

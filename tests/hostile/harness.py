@@ -1,0 +1,111 @@
+"""How a hostile case is run and judged (shared by tests/test_hostile*.py).
+
+A case passes when the command:
+
+* exits with the expected non-zero code (1: a profile is invalid / does not fit; 2: usage or input),
+* says what is wrong and where (a fragment of the message, the file, the option or the id),
+* shows no traceback and no ``internal error`` (the CLI's last line of defence: reaching it means an
+  exception nobody turned into a sentence),
+* writes nothing (the working directory is a fresh temporary one and must stay empty) and runs nothing
+  (``MARKER`` in a case becomes a path that must not appear),
+* finishes within ``CASE_SECONDS`` (an interval timer interrupts a hang; the elapsed time is checked too).
+
+Most cases run in-process through ``omlx_profiles.cli.main.main`` (fast); a few run in a subprocess to
+prove no traceback reaches a real terminal.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+YAML_DIR = HERE / "yaml"
+CONFIG_DIR = HERE / "config"
+OK_DIR = HERE / "ok"
+
+CASE_SECONDS = 5.0
+# What must never reach a terminal raw: C0/C1 controls (ESC sequences repaint or hide text) and bidi
+# overrides (they reorder what the user reads). Newline and tab are how messages are laid out.
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+EXIT_INVALID, EXIT_USAGE = 1, 2
+
+
+class CaseTimeout(BaseException):
+    """Raised by the interval timer; a BaseException so the CLI's ``except Exception`` cannot swallow it."""
+
+
+@contextlib.contextmanager
+def deadline(seconds: float = CASE_SECONDS):
+    def on_alarm(signum, frame):
+        raise CaseTimeout(f"case did not finish within {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+    seconds: float
+
+
+def run_main(*argv: str, seconds: float = CASE_SECONDS) -> Result:
+    """``omlx-profiles ARGV`` in-process, under a deadline."""
+    from omlx_profiles.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    t0 = time.perf_counter()
+    with deadline(seconds), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return Result(code, out.getvalue(), err.getvalue(), time.perf_counter() - t0)
+
+
+def run_subprocess(*argv: str, seconds: float = 20.0, cwd: Path | None = None, env: dict | None = None) -> Result:
+    """``python -m omlx_profiles.cli.main ARGV`` in a child process (start-up included in the limit)."""
+    full_env = dict(os.environ)
+    full_env.pop("OMLX_PROFILES_DEBUG", None)
+    full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
+    full_env.update(env or {})
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "omlx_profiles.cli.main", *argv], capture_output=True, text=True,
+                       timeout=seconds, cwd=cwd, env=full_env)
+    return Result(p.returncode, p.stdout, p.stderr, time.perf_counter() - t0)
+
+
+def assert_clean_failure(r: Result, codes, *fragments: str, where: str | None = None) -> None:
+    """Non-zero expected exit, a sentence naming what (fragments) and where, no traceback, in time."""
+    codes = (codes,) if isinstance(codes, int) else tuple(codes)
+    text = r.err + r.out
+    assert r.code in codes, f"exit {r.code}, expected {codes}; stderr: {r.err[:2000]}"
+    assert "Traceback" not in text, text[:3000]
+    assert "internal error" not in text, text[:3000]
+    assert r.err.strip(), "no message on stderr"
+    assert len(r.err) < 20_000, f"{len(r.err)} characters of error output: messages must stay readable"
+    raw = CONTROL.search(r.err)
+    assert raw is None, f"raw control character {raw.group()!r} reaches the terminal: {r.err[:2000]!r}"
+    for f in fragments:
+        assert f.lower() in r.err.lower(), f"{f!r} not in stderr: {r.err[:2000]}"
+    if where is not None:
+        assert where in r.err, f"{where!r} (where) not in stderr: {r.err[:2000]}"
+    assert r.seconds < CASE_SECONDS, f"took {r.seconds:.2f} s"
+
+
+def assert_nothing_written(directory: Path, before: set[str]) -> None:
+    after = {p.name for p in directory.iterdir()}
+    assert after == before, f"files appeared: {sorted(after - before)}"
