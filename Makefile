@@ -3,6 +3,8 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 MODEL ?= meta-llama/Llama-3.1-8B-Instruct
+TOKENS ?= 32k
+BUDGET ?= 64GiB
 
 .PHONY: demo test venv install install-test schema validate bench clean
 
@@ -21,10 +23,12 @@ $(VENV)/.installed-test: $(BIN)/python pyproject.toml setup.py
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
-## make demo: the main job on the built-in registry: an estimate table for a well-known model.
+## make demo: the main job on the built-in registry: an estimate table for a well-known model against a
+## budget, then the longest context that fits it (MODEL=..., TOKENS=..., BUDGET=... change them).
 demo: install
 	$(BIN)/omlx-profiles validate
-	$(BIN)/omlx-profiles estimate $(MODEL) --tokens 32k
+	$(BIN)/omlx-profiles estimate $(MODEL) --tokens $(TOKENS) --budget $(BUDGET)
+	$(BIN)/omlx-profiles fit $(MODEL) --budget $(BUDGET)
 
 ## make test: installs the mlx + test extras and runs the whole suite (CPU backend on Linux).
 test: install-test

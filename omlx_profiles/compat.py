@@ -356,12 +356,12 @@ class MemoryMonitor:
         if L is not None and _TILED_VERSION[0] == f._tiled_gen and new_tokens > chunk_size:
             kl = c + new_tokens - 1
             if kl >= L.kl_min:
-                lines = L.lines
-                if len(lines) == 1:
-                    a, b = lines[0]
-                    best = a + b * kl
-                else:
-                    best = max(a + b * kl for a, b in lines)
+                a, b = L.lines[0]
+                best = a + b * kl
+                for a, b in L.lines[1:]:
+                    v = a + b * kl
+                    if v > best:
+                        best = v
                 peak = -(-best // L.den)
                 return peak - f._prefix(c, chunk_size) if c else peak
         return f.peak(int(new_tokens), int(chunk_size), int(c))

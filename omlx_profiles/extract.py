@@ -404,18 +404,27 @@ def profile_from_model(model: Any, *, layout: list[dict] | None = None) -> Profi
     act = _layout_dtype(layout) or _param_dtype(model) or DEFAULT_ASSUMED_DTYPE
     mt = (args or {}).get("model_type") or getattr(model, "model_type", None) or "unknown"
     problems: list[str] = []
+    candidates = []
     if args is not None:
+        candidates.append(("model.args", args))
+        # a wrapper this package has no rule for (an mlx-vlm model, say): its language model's config
+        # may still be one it knows; the probe below decides whether it describes these caches.
+        for key in ("text_config", "language_config", "llm_config"):
+            sub = args.get(key)
+            if isinstance(sub, dict) and isinstance(sub.get("model_type"), str):
+                candidates.append((f"model.args.{key}", sub))
+    for label, cfg in candidates:
         try:
-            prof = profile_from_config(args, source="model.args", dtype=act)
+            prof = profile_from_config(cfg, source=label, dtype=act)
         except (UnsupportedError, InputError) as e:
-            problems.append(f"model.args not usable ({e})")
+            problems.append(f"{label} not usable ({e})")
         else:
             dis = compare_layout(prof, layout, act_dtype=act)
             if not dis:
                 prov = dict(prof.provenance)
                 prov["verified"] = "live probe: make_prompt_cache + forward agrees with every cache entry"
                 return dataclasses.replace(prof, provenance=prov)
-            problems.extend(str(x) for x in dis)
+            problems.extend(f"{label} disagrees with the probe: {x}" for x in dis)
     prof = profile_from_layout(layout, dtype=act, name=str(mt), family=str(mt), mlx_model_type=str(mt), args=args)
     if problems:
         prov = dict(prof.provenance)

@@ -112,6 +112,11 @@ def test_unknown_weights_are_never_a_fit():
     assert "weights.params" in est["weights"]["reason"]
     code, out, _ = run_cli("estimate", unknown.ids[0], "--tokens", "1k", "--budget", "1TB")
     assert code == 1 and "verdict: UNKNOWN" in out and "total without the weights" in out
+    # the user may state them: never a guess of ours
+    code, out, _ = run_cli("estimate", unknown.ids[0], "--tokens", "1k", "--budget", "1TB", "--weights", "5GB", "--json")
+    est = json.loads(out)
+    assert code == 0 and est["weights_bytes"] == 5 * 10**9 and est["fits"] is True
+    assert "command line" in est["weights"]["reason"]
 
 
 @pytest.mark.parametrize("argv, words", [

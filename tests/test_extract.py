@@ -332,3 +332,22 @@ def test_kv_bytes_scale_with_dtype():
     lin = p.layer_types["linear"].entries[0]
     assert lin.state_bytes(2) != lin.state_bytes(4) and lin.state_bytes(4) - lin.state_bytes(2) == 3 * (2 * 16 * 128 + 48 * 128) * 2
     assert math.prod([48, 128, 128]) * 4 < lin.state_bytes(2)
+
+
+def test_explain_follows_the_merge_order(tmp_path):
+    """A base variant's field beats the inheriting variant's family defaults (loader merge order)."""
+    from omlx_profiles.provenance import yaml_provenance
+    from omlx_profiles.registry import build_registry
+
+    head = "# yaml-language-server: $schema=../schema/profile.schema.json\n"
+    a = tmp_path / "a.yaml"
+    b = tmp_path / "b.yaml"
+    b.write_text(head + "family: fb\nmodel_types: [llama]\nvariants:\n  - name: v1\n    mlx_model_type: llama\n"
+                 "    num_layers: 2\n    num_kv_heads: 2\n    head_dim: 64\n    dtype: fp16\n"
+                 "    layers: {kinds: {full: {kind: full}}, pattern: [full]}\n")
+    a.write_text(head + "family: fa\nmodel_types: [llama]\ndefaults:\n  dtype: bf16\nvariants:\n"
+                 "  - name: v2\n    base: v1\n")
+    reg = build_registry([[a, b]])
+    assert reg.profiles["v2"].dtype == "fp16"
+    prov = yaml_provenance(reg, "v2")
+    assert prov["dtype"] == f"{b}:10 (base v1)"  # not a.yaml's defaults

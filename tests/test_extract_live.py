@@ -220,3 +220,17 @@ def test_unmodelled_family_from_the_probe():
     for n, chunk in ((1, 256), (1000, 256)):
         live = [_nbytes(c) for c in lazy_generate(model, n, chunk)]
         assert [l.nbytes for l in kv_report(prof, n, chunk=chunk, dtype=dt).layers] == live
+
+
+def test_seed_entry_point_set_model_info_from_model():
+    """oMLX's ``set_model_info_from_model(monitor, model)`` reaches the profile through ``profile_from_model``."""
+    from omlx_profiles.compat import MemoryMonitor, set_model_info_from_model
+
+    small = shrink_config(json.loads(cfg_path("gemma-3-4b-it").read_text()), layers=6, q_heads=4)
+    model, dt = _build(small)
+    monitor = MemoryMonitor(None, eviction_enabled=False, backend="cpu", max_memory=1 << 34)
+    set_model_info_from_model(monitor, model)
+    prof = monitor.profile
+    assert prof is not None and "verified" in prof.provenance
+    live = [_nbytes(c) for c in lazy_generate(model, 1000, 256)]
+    assert [l.nbytes for l in kv_report(prof, 1000, chunk=256, dtype=dt).layers] == live

@@ -82,14 +82,15 @@ def test_wrong_kv_heads_is_caught_with_field_line_and_live_value(tmp_path):
     assert len(dis) == 1
     d = dis[0]
     line = _line_of(f, "num_kv_heads: 8")
-    assert (d.field, d.where, d.profile_value, d.live_value) == ("num_kv_heads", f"{f}:{line}", 8, 4)
-    assert str(d).startswith(f"{f}:{line}: num_kv_heads: profile says 8, live mlx-lm model has 4")
+    where = f"{f}:{line} (variant qwen3.5-27b)"
+    assert (d.field, d.where, d.profile_value, d.live_value) == ("num_kv_heads", where, 8, 4)
+    assert str(d).startswith(f"{where}: num_kv_heads: profile says 8, live mlx-lm model has 4")
     with pytest.raises(VerificationError, match="num_kv_heads"):
         verify_profile(prof, config=str(cfg_path("qwen3.5-27b")), registry=reg, strict=True)
     # the same through the CLI: --strict makes it an error (exit 1), message on stderr
     code, out, err = run_cli("resolve", "qwen3.5-27b", "--profiles", str(f.parent), "--verify",
                              "--against", str(cfg_path("qwen3.5-27b")), "--strict")
-    assert code == 1 and f"{f}:{line}: num_kv_heads: profile says 8, live mlx-lm model has 4" in err
+    assert code == 1 and f"{where}: num_kv_heads: profile says 8, live mlx-lm model has 4" in err
     code, out, err = run_cli("resolve", "qwen3.5-27b", "--profiles", str(f.parent), "--verify",
                              "--against", str(cfg_path("qwen3.5-27b")))
     assert code == 0 and "warning:" in err  # without --strict: reported, not an error
@@ -132,3 +133,9 @@ def test_kv_dtype_of_a_given_model_is_checked():
     prof = profile_from_config(small)  # says bf16 (torch_dtype)
     dis = verify_profile(prof, model)
     assert [(d.field, d.profile_value, d.live_value) for d in dis] == [("dtype", "bf16", "fp16")]
+
+
+def test_resolve_verify_from_the_profile_alone():
+    """Without a config, the live model is synthesized from the profile (``live.synth``)."""
+    code, out, err = run_cli("resolve", "qwen3-8b", "--verify", "--strict")
+    assert code == 0 and "verified:" in err, err

@@ -172,4 +172,8 @@ def _write(path: Path, backend: str, info: dict, dt: str, points: list[dict]) ->
             "# (and any cached prefix) resident). Tests compare the estimator with peak_over_baseline_max.\n")
     doc = {"backend": backend, "device": info.get("default_device"), "mlx": info.get("mlx_version"),
            "mlx_lm": info.get("mlx_lm_version"), "dtype": dt, "source": "omlx-profiles calibrate", "points": points}
-    path.write_text(head + yaml.safe_dump(doc, sort_keys=False, width=120))
+    class _NoAliases(yaml.SafeDumper):  # profile files refuse YAML aliases; repeat the config instead
+        def ignore_aliases(self, data):
+            return True
+
+    path.write_text(head + yaml.dump(doc, Dumper=_NoAliases, sort_keys=False, width=120))

@@ -22,8 +22,11 @@ WEIGHT_BITS = (2, 3, 4, 5, 6, 8, 16)
 
 
 def add_weights_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--weights-bits", type=int, choices=WEIGHT_BITS, metavar="BITS",
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--weights-bits", type=int, choices=WEIGHT_BITS, metavar="BITS",
                    help="weights quantized to BITS (2-8; 16 = bf16) instead of what the model id / checkpoint says")
+    g.add_argument("--weights", type=size_arg, metavar="SIZE", dest="weights_size",
+                   help="the weights' size as you know it (e.g. 4.5GB), when the profile has no parameter count")
     p.add_argument("--reserve", type=size_arg, metavar="SIZE",
                    help="memory kept free inside the budget (default 512MiB + 5%% of the budget: "
                         "MLX's cache-GC threshold and the runtime; see README)")
@@ -76,8 +79,11 @@ def local_dir(args, res) -> Path | None:
 
 
 def resolve_weights(res, args):
-    from ..weights import estimate_weights
+    from ..weights import WeightsInfo, estimate_weights
 
+    given = getattr(args, "weights_size", None)
+    if given is not None:
+        return WeightsInfo(given, False, "given with --weights", f"as given on the command line ({given:,} bytes)")
     return estimate_weights(res, bits=getattr(args, "weights_bits", None), model_dir=local_dir(args, res))
 
 
@@ -143,7 +149,8 @@ def compute_fit(res, args, budget: int) -> dict:
         "weights": weights.as_dict(), "weights_bytes": weights.bytes,
     }
     if weights.bytes is None:
-        raise InputError(f"weights of {res.query!r} are unknown ({weights.reason}); fit needs them")
+        raise InputError(f"weights of {res.query!r} are unknown ({weights.reason}); fit needs them: "
+                         "pass --weights SIZE if you know it")
     est = _estimator(res)
     # search past max_context (memory is the question here), then say which limit binds
     mt = longest(est, budget, weights.bytes, reserve, args, limit=max(4 * (max_ctx or 0), 1 << 22))
@@ -186,7 +193,8 @@ def series_for(res, weights, args):
     from .cmd_chart import Series
 
     if weights.bytes is None:
-        raise InputError(f"weights of {res.query!r} are unknown ({weights.reason}); the chart needs them")
+        raise InputError(f"weights of {res.query!r} are unknown ({weights.reason}); the chart needs them: "
+                         "pass --weights SIZE if you know it")
     est = _estimator(res)
     n = args.points
     top = args.max_tokens

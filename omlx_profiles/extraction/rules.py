@@ -118,6 +118,8 @@ def _info(c: Ctx) -> None:
     r, d = c.r, c.d
     for key, fld in (("hidden_size", "hidden_size"), ("vocab_size", "vocab_size"),
                      ("max_position_embeddings", "max_context"), ("intermediate_size", "intermediate_size")):
+        if fld == "max_context" and key not in r.data:
+            continue  # mlx-lm's default (gemma3_text: 32768) says nothing about the checkpoint's context
         v = _soft_int(c, key) if fld not in d.fields else None
         if v is not None:
             d.put(fld, v, r.where(key))

@@ -107,11 +107,11 @@ def load_calibration(path: Path | str) -> CalibrationFile:
             config=p.get("config_inline"),
             config_path=p.get("config"),
             profile_id=p.get("profile"),
-            dtype=p.get("dtype", data.get("dtype")),
+            dtype=_norm_dtype(p.get("dtype", data.get("dtype"))),
             raw=p,
         ))
     return CalibrationFile(str(path), backend, str(data.get("device", "")), str(data.get("mlx", "")),
-                           data.get("dtype"), data.get("source"), tuple(pts))
+                           _norm_dtype(data.get("dtype")), data.get("source"), tuple(pts))
 
 
 def calibration_files(backend: str | None = None) -> list[Path]:
@@ -125,6 +125,10 @@ def calibration_files(backend: str | None = None) -> list[Path]:
 
 
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
+
+
+def _norm_dtype(d) -> str | None:
+    return _DTYPES.get(str(d).removeprefix("mlx.core."), None) if d else None
 
 
 def profile_for_config(config: dict, dtype: str | None = None) -> Profile:

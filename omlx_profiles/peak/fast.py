@@ -147,18 +147,24 @@ class FastPeak:
         return {pos: int(-(-v // 1)) + base for pos, v in sums.items()}
 
 
-def _envelope(lines: list[tuple[int, int]], x0: int, den: int) -> list[tuple[int, int]]:
-    """Lines (a, b) [value a + b*x/den] that are the maximum somewhere on [x0, inf)."""
-    # at x0 and at infinity: keep the best at x0, then walk by slope
-    keep: list[tuple[int, int]] = []
+def _envelope(lines: list[tuple[int, int]], x0: int, den: int, x1: int = 1 << 24) -> list[tuple[int, int]]:
+    """The lines (a, b) [value a + b*x/den] that are the maximum somewhere on [x0, x1] (upper envelope)."""
+    lines = sorted(set(lines), key=lambda ab: (ab[1], ab[0]))
+    # one line per slope: the highest
+    by_slope: dict[int, int] = {}
     for a, b in lines:
-        dominated = False
-        for a2, b2 in lines:
-            if (a2, b2) == (a, b):
-                continue
-            if b2 >= b and a2 * den + b2 * x0 >= a * den + b * x0 and (b2 > b or a2 > a):
-                dominated = True
-                break
-        if not dominated:
-            keep.append((a, b))
-    return keep
+        by_slope[b] = max(a, by_slope.get(b, a))
+    cand = sorted((a, b) for b, a in by_slope.items())
+    xs = {x0, x1}
+    for i in range(len(cand)):
+        for j in range(i + 1, len(cand)):
+            (a1, b1), (a2, b2) = cand[i], cand[j]
+            if b1 != b2:
+                x = (a2 - a1) * den / (b1 - b2)
+                if x0 < x < x1:
+                    xs.add(int(x))
+                    xs.add(int(x) + 1)
+    keep = set()
+    for x in xs:
+        keep.add(max(cand, key=lambda ab: ab[0] * den + ab[1] * x))
+    return sorted(keep, key=lambda ab: -(ab[0] * den + ab[1] * x0))

@@ -28,6 +28,7 @@ from .routes import KernelRoutes, tiled_state
 # How many calls of a long prompt are evaluated: the peak call is always among the last ones (the held
 # cache and every kL-dependent term only grow), plus the first (nothing held yet, but the longest chunk).
 _TAIL_CALLS = 3
+SMALL_ARRAYS = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -374,9 +375,13 @@ def _pinned(p: Profile, steps: dict, s: int, act: int) -> dict[str, int]:
                     key = (e.kind, st.kv_len)
                     if key not in seen:
                         seen.add(key)
-                        # create_causal_mask: linds >= rinds, (linds < rinds + window), their & : bool (S, kL)
-                        masks += (3 if e.kind == "sliding" else 1) * s * st.kv_len
+                        # create_causal_mask: two int32 aranges, linds >= rinds (bool S x kL); sliding also
+                        # (linds < rinds + window) and the & of the two
+                        masks += (3 if e.kind == "sliding" else 1) * s * st.kv_len + 4 * (s + st.kv_len)
     out["masks"] = masks
+    # arrays the item list does not itemize, each a few KiB: per-row norm statistics, RoPE frequency
+    # tables, aranges, router indices, scalars (a chunk of 256 tokens has ~10-20 KiB of them live)
+    out["small_arrays"] = SMALL_ARRAYS if s > 1 else 0
     return out
 
 

@@ -38,6 +38,8 @@ from .routes import KernelRoutes, SdpaCall
 # Families whose attention normalizes q and k per head (mlx-lm q_norm / k_norm).
 QK_NORM_FAMILIES = {"qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe", "gemma3", "gemma3_text",
                     "olmo2", "olmo3", "gemma4", "gemma4_text"}
+# Families whose attention gates its output: q_proj yields queries and a gate, o_proj(out * sigmoid(gate)).
+GATED_ATTENTION_FAMILIES = {"qwen3_next", "qwen3_5", "qwen3_5_moe"}
 # Families with pre- and post-norms around both blocks (four norms per layer).
 SANDWICH_NORM_FAMILIES = {"gemma2", "gemma3", "gemma3_text", "gemma4", "gemma4_text"}
 # Families whose new conv state is a slice view of the (K-1+S) x conv_dim concatenation (qwen3_next and
@@ -194,18 +196,25 @@ def _attention(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallContext,
         items.append(_cache_update(entry, step, s))
         return items
     qk_norm = fam in QK_NORM_FAMILIES
+    gate = S * n_q * dk * s if fam in GATED_ATTENTION_FAMILIES else 0  # q_proj also yields the output gate
     # v waits for the cache update (past the q/k norms and RoPE)
-    items.append(Item("qkv_proj", S * (n_q * dk + n_kv * (dk + dv)) * s, 3, 9,
+    items.append(Item("qkv_proj", S * (n_q * dk + n_kv * (dk + dv)) * s + gate, 3, 9,
                       carry=S * n_kv * dv * s, carry_items=2 + qk_norm))
     if qk_norm:
         items.append(_fast(ctx, "rms_norm", S * (n_q + n_kv) * dk * s, 2))
     # the rotated q waits for SDPA (past the cache update)
     rope = _fast(ctx, "rope", S * (n_q + n_kv) * dk * s, 2)
     items.append(Item(rope.term, rope.bytes, rope.ops, rope.views, carry=S * n_q * dk * s, carry_items=1, out=rope.out))
-    items.append(_cache_update(entry, step, s))
+    upd = _cache_update(entry, step, s)
     call = SdpaCall(n_q, n_kv, dk, dv, S, step.kv_len, _mask_kind(p, entry, step, S),
                     bool(p.attention_sinks), ctx.dtype, ctx.nax)
-    items += _sdpa(ctx, call, family=fam)
+    sdpa = _sdpa(ctx, call, family=fam)
+    if gate:  # the gate waits for the output projection, past SDPA
+        upd = Item(upd.term, upd.bytes, upd.ops, upd.views, carry=gate, carry_items=len(sdpa) + 1, out=upd.out)
+    items.append(upd)
+    items += sdpa
+    if gate:  # output * sigmoid(gate)
+        items.append(Item("attn_gate", 2 * S * n_q * dv * s, 2, 1, out=S * n_q * dv * s))
     items.append(Item("o_proj", S * n_q * dv * s + S * h * s, 2, 2, out=S * h * s))
     if fam in SANDWICH_NORM_FAMILIES:
         items.append(_fast(ctx, "rms_norm", S * h * s))
@@ -228,18 +237,21 @@ def _mlp(p: Profile, ctx: CallContext, *, moe: bool) -> list[Item]:
         sort = T >= 64  # SwitchGLU sorts tokens by expert when indices.size >= 64
         if sort:
             items.append(Item("moe.sort", T * 4 * 4 + T * h * s, 5, out=T * (h * s + 8)))
-        items.append(Item("moe.experts", T * I * s * 3 + T * h * s, 4, out=T * h * s))
+        # gate and up (gather_mm), the compiled SwiGLU writes into one of them (donation), down
+        items.append(Item("moe.experts", T * I * s * 2 + T * h * s, 4, out=T * h * s))
         if sort:
             items.append(Item("moe.unsort", T * h * s, 1))
-        items.append(Item("moe.combine", T * h * s + S * h * s, 2, out=S * h * s))
+        # (y * scores) reuses the unsorted y (donation), then the sum over the k experts
+        items.append(Item("moe.combine", S * h * s, 2, out=S * h * s))
         if m.shared_experts:
             Ish = (p.intermediate_size or I) if fam in ("qwen3_next", "qwen3_5_moe") else I * m.shared_experts
-            items.append(Item("moe.shared_expert", S * Ish * s * 3 + S * h * s * 2, 6, out=S * h * s))
+            items.append(Item("moe.shared_expert", S * Ish * s * 2 + S * h * s * 2, 6, out=S * h * s))
     else:
         I = p.intermediate_size or 0
         if not I:
             raise UnsupportedError(f"unsupported: {p.name} has no intermediate_size, so its MLP activations are unknown")
-        items.append(Item("mlp", S * I * s * 3 + S * h * s, 4, 3, out=S * h * s))
+        # gate, up, down; the compiled SwiGLU writes into gate's or up's buffer (donation, measured)
+        items.append(Item("mlp", S * I * s * 2 + S * h * s, 4, 3, out=S * h * s))
     if fam in SANDWICH_NORM_FAMILIES:
         items.append(_fast(ctx, "rms_norm", S * h * s))
     items.append(Item("residual", S * h * s, 1))

@@ -1,0 +1,107 @@
+"""The estimator against the committed calibration points (profiles/calibration/<backend>/*.yaml).
+
+* cpu: written by ``omlx-profiles calibrate --shrink`` on this project's CPU machine: est/measured must be in
+  [1.00, 1.15].
+* cuda: the H200 points (benchmarks/cuda): the estimate must never be below the measured peak (safety);
+  the [1.00, 1.15] band is NOT met on CUDA — the executor's run-ahead there depends on kernel durations
+  and the kernel table uses the safe window (see profiles/kernels/cuda.yaml) — so the band is reported by
+  an expected-failure test that lists the points outside it.
+* metal: the published mlx-lm#1480 ladder (weights included in the published peaks): the estimate's
+  slope (bytes per prompt token) within 10% of the ladder's.
+"""
+from __future__ import annotations
+
+import pytest
+
+from omlx_profiles.peak.calibration import calibration_files, load_calibration, profile_for_point
+from omlx_profiles.peak.prefill import Request, prefill_peak
+
+BAND = (1.00, 1.15)
+CUDA_SAFE_CAP = 2.3  # the safe CUDA window over-estimates by up to 2.21x (Gemma-3-27B, DeepSeek-V2 at step 2048)
+
+_PROFILES: dict = {}
+
+# CPU points below the band, kept visible (strict xfail: a fix makes them fail loudly until removed here).
+KNOWN_UNDER = {
+    ("deepseek-v3", 1025): "MLA latent at the real ranks (kv_lora_rank 512) with 2 heads, fp32: 0.975 - an op "
+                           "of the latent attention's window is not itemized (not found yet)",
+    ("deepseek-v3", 2049): "same as 1025: 0.986",
+    ("gemma-3-4b-it", 1025): "0.998: 80 KB short of 37 MiB at the shortest length (sandwich norms' small arrays)",
+}
+
+
+def _estimate(f, pt):
+    key = (f.path, pt.model, pt.config_path, pt.profile_id, id(pt.config) if pt.config else None)
+    if key not in _PROFILES:
+        _PROFILES[key] = profile_for_point(pt)
+    prof = _PROFILES[key]
+    return prefill_peak(prof, Request(pt.tokens, cached=pt.cached, chunk=pt.chunk), backend=f.backend,
+                        mlx_version=f.mlx or None, dtype=pt.dtype)
+
+
+def _points(backend):
+    out = []
+    for path in calibration_files(backend):
+        f = load_calibration(path)
+        for pt in f.points:
+            out.append(pytest.param(f, pt, id=f"{path.stem}:{pt.model}:{pt.chunk}:{pt.tokens}"))
+    return out
+
+
+def test_files_load():
+    files = calibration_files()
+    assert files, "no calibration data committed"
+    backends = {load_calibration(p).backend for p in files}
+    assert {"cuda", "metal", "cpu"} <= backends
+
+
+def _cpu_points():
+    out = []
+    for p in _points("cpu"):
+        f, pt = p.values
+        why = KNOWN_UNDER.get((pt.model, pt.tokens))
+        out.append(pytest.param(f, pt, id=p.id, marks=[pytest.mark.xfail(reason=why, strict=True)] if why else []))
+    return out
+
+
+@pytest.mark.parametrize("f,pt", _cpu_points())
+def test_cpu_points_within_band(f, pt):
+    bd = _estimate(f, pt)
+    ratio = bd.peak_bytes / pt.peak
+    assert BAND[0] <= ratio <= BAND[1], f"{pt.model} {pt.tokens} tokens: {bd.peak_bytes}/{pt.peak} = {ratio:.3f}"
+
+
+@pytest.mark.parametrize("f,pt", _points("cuda"))
+def test_cuda_points_never_under(f, pt):
+    bd = _estimate(f, pt)
+    ratio = bd.peak_bytes / pt.peak
+    assert BAND[0] <= ratio <= CUDA_SAFE_CAP, f"{pt.model} step {pt.chunk} {pt.tokens}: {ratio:.3f}"
+
+
+@pytest.mark.xfail(reason="CUDA run-ahead depends on kernel durations; the safe window over-estimates "
+                          "some models by up to ~2x (see profiles/kernels/cuda.yaml)", strict=False)
+def test_cuda_points_within_band():
+    out = []
+    for path in calibration_files("cuda"):
+        f = load_calibration(path)
+        for pt in f.points:
+            r = _estimate(f, pt).peak_bytes / pt.peak
+            if not BAND[0] <= r <= BAND[1]:
+                out.append(f"{pt.model} step {pt.chunk} {pt.tokens}: {r:.2f}")
+    assert not out, f"{len(out)} CUDA points outside {BAND}: " + "; ".join(out)
+
+
+def test_metal_ladder_slope():
+    paths = calibration_files("metal")
+    assert paths
+    for path in paths:
+        f = load_calibration(path)
+        pts = sorted(f.points, key=lambda p: p.tokens)
+        est = [_estimate(f, p).peak_bytes for p in pts]
+        published = (pts[-1].peak_total - pts[0].peak_total) / (pts[-1].tokens - pts[0].tokens)
+        ours = (est[-1] - est[0]) / (pts[-1].tokens - pts[0].tokens)
+        assert ours / published == pytest.approx(1.0, abs=0.10), (ours, published)
+        # every rung: the slope between neighbours tracks the ladder too (the peak is the last chunk's)
+        for a, b, ea, eb in zip(pts, pts[1:], est, est[1:]):
+            seg = (b.peak_total - a.peak_total) / (b.tokens - a.tokens)
+            assert (eb - ea) / (b.tokens - a.tokens) / seg == pytest.approx(1.0, abs=0.25)

@@ -1,0 +1,103 @@
+"""The prefill-peak API contract: Request, Breakdown, Estimator.prefill_peak / total_bytes / fits /
+max_tokens, the estimate JSON keys and the CLI flags (no mlx needed)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from omlx_profiles.errors import InputError, UnsupportedError
+from omlx_profiles.estimator import Estimator
+from omlx_profiles.kv import kv_report
+from omlx_profiles.peak.prefill import Request
+from omlx_profiles.registry import load_registry
+
+REG = load_registry([])
+
+
+def est(name):
+    return Estimator(REG.resolve(name).profile)
+
+
+def test_request_validation():
+    Request(10)
+    for bad in (dict(tokens=0), dict(tokens=10, cached=10), dict(tokens=10, chunk=0), dict(tokens=True),
+                dict(tokens=10, schedule="batch")):
+        with pytest.raises(InputError):
+            Request(**bad)
+    with pytest.raises(UnsupportedError):
+        Request(10, batch=2)
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "gemma-3-27b-it", "deepseek-v3", "qwen3.5-35b-a3b",
+                                  "nemotron-h-56b-base-8k", "gpt-oss-20b", "qwen3-next-80b-a3b-thinking",
+                                  "deepseek-v2-lite", "qwen3-30b-a3b"])
+@pytest.mark.parametrize("backend", ["metal", "cuda", "cpu"])
+def test_breakdown_adds_up(name, backend):
+    e = est(name)
+    bd = e.prefill_peak(Request(20000, chunk=2048), backend=backend)
+    assert isinstance(bd.peak_bytes, int) and all(isinstance(v, int) for v in bd.terms.values())
+    assert sum(bd.terms.values()) == bd.peak_bytes
+    assert bd.resident_kv_bytes == kv_report(e.profile, 20000).total
+    assert bd.peak_bytes >= bd.resident_kv_bytes - bd.kv_growth_bytes
+    assert bd.explanation and bd.backend == backend
+
+
+def test_prefix_cache_widens_attention_adds_no_kv():
+    e = est("gemma-3-4b-it")
+    full = e.prefill_peak(Request(32768, chunk=2048), "cuda")
+    hit = e.prefill_peak(Request(32768, cached=24576, chunk=2048), "cuda")
+    assert hit.held_before_bytes == kv_report(e.profile, 24576).total
+    assert hit.resident_kv_bytes == full.resident_kv_bytes
+    assert hit.peak_bytes < full.peak_bytes  # the prefix's KV was already held
+    # ... but the last chunk still attends to every token: same SDPA bytes at the peak
+    assert hit.terms.get("sdpa.fallback_scores") == full.terms.get("sdpa.fallback_scores")
+
+
+def test_routes_drive_the_peak():
+    e = est("gemma-3-4b-it")  # global layers D=256
+    old = e.prefill_peak(Request(65536), "metal", "0.31.2")
+    nax = e.prefill_peak(Request(65536), "metal", "0.32.4", nax=True)
+    assert old.terms.get("sdpa.fallback_scores", 0) > 0
+    assert "sdpa.fallback_scores" not in nax.terms
+    assert nax.peak_bytes < old.peak_bytes
+
+
+def test_total_fits_and_max_tokens():
+    e = est("llama-3.1-8b")
+    w = 16_060_522_496
+    budget = 40 * 2**30
+    n = e.max_tokens(budget, weights_bytes=w, reserve=0, backend="cuda")
+    assert n > 0
+    assert e.fits(Request(n), budget, weights_bytes=w, reserve=0, backend="cuda").fits
+    v = e.fits(Request(n + 1), budget, weights_bytes=w, reserve=0, backend="cuda")
+    assert not v.fits and v.headroom_bytes < 0 and "does not fit" in v.message
+    assert e.total_bytes(Request(n), w, "cuda") <= budget
+    assert e.max_tokens(w // 2, weights_bytes=w, backend="cuda") == 0
+    # a prefix hit lets a longer prompt fit
+    assert e.max_tokens(budget, weights_bytes=w, reserve=0, backend="cuda", cached=16384) >= n
+
+
+def test_estimate_json_keys(cli):
+    code, out, err = cli("estimate", "llama-3.1-8b", "--tokens", "32k", "--cached", "8k", "--backend", "cuda",
+                         "--mlx-version", "0.32.4", "--budget", "64GiB", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    for k in ("kv_bytes", "layers", "peak_bytes", "weights_bytes", "total_bytes", "breakdown", "fits", "budget_bytes",
+              "headroom_bytes", "backend", "mlx_version", "cached", "held_before_bytes"):
+        assert k in d, k
+    assert d["backend"] == "cuda" and d["mlx_version"] == "0.32.4" and d["cached"] == 8192
+    assert sum(d["breakdown"]["terms"].values()) == d["peak_bytes"]
+    assert d["total_bytes"] == d["weights_bytes"] + d["held_before_bytes"] + d["peak_bytes"]
+    assert d["fits"] is True
+
+
+def test_estimate_budget_exit_code(cli):
+    code, out, err = cli("estimate", "llama-3.1-8b", "--tokens", "128k", "--backend", "cuda", "--budget", "20GiB")
+    assert code == 1, (out, err)
+
+
+def test_unknown_mlx_version_is_an_error(cli):
+    code, out, err = cli("estimate", "llama-3.1-8b", "--tokens", "1k", "--mlx-version", "0.20.0", "--json")
+    d = json.loads(out) if code == 0 else None
+    assert code == 0 and d["peak_bytes"] is None and "no metal kernel table" in d["peak_unknown"]

@@ -1,0 +1,246 @@
+"""The first corpus: every real config.json beside the checkout has a variant, and the variant says what
+mlx-lm really builds from that config - per layer, at full size.
+
+``test_kv_live.py`` proves the estimator right *for the layout a profile declares*. This file proves the
+declaration right for the real checkpoint: the real config.json is built lazily by mlx-lm (nothing is
+allocated; ``probe_layout(evaluate=False)`` reads the cache classes and shapes off the graph) and every
+cache entry - class, window, KV heads, key and value widths, state-tensor shapes and dtypes - must be what
+the profile declares for that layer. The same is checked for the config that
+``config_for_profile(shrink=False)`` writes from the profile, so the synth path is tied to reality too.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+
+from omlx_profiles import load_registry
+
+from .conftest import CONFIGS
+
+REG = load_registry(include_env=False)
+SOURCES = CONFIGS / "SOURCES.tsv"
+
+
+def _sources() -> list[tuple[str, str]]:
+    if not SOURCES.is_file():
+        return []
+    with SOURCES.open() as f:
+        rows = [r for r in csv.reader(f, delimiter="\t") if r and not r[0].startswith("#")]
+    return [(r[0], r[1]) for r in rows]
+
+
+CORPUS = _sources()
+needs_corpus = pytest.mark.skipif(not CORPUS, reason=f"no config corpus at {CONFIGS}")
+
+
+@needs_corpus
+@pytest.mark.parametrize("short,hf_id", CORPUS, ids=[c[0] for c in CORPUS])
+def test_every_corpus_config_resolves_to_a_variant(short, hf_id):
+    assert (CONFIGS / f"{short}.json").is_file()
+    res = REG.resolve(hf_id)
+    assert res.matched_by == "id", (hf_id, res.matched_by)
+    assert hf_id in res.profile.ids
+
+
+# --------------------------------------------------------------------------------------------------
+# full-size layouts (needs mlx-lm; lazy: no weights are allocated)
+# --------------------------------------------------------------------------------------------------
+
+
+def _expected(profile, dtype: str) -> list[dict]:
+    """What each cache entry should look like, from the profile alone (layers without a cache skipped)."""
+    out = []
+    for name in profile.layer_names:
+        lt = profile.layer_types[name]
+        if all(e.kind == "none" for e in lt.entries):
+            continue
+        specs = profile.variant.layers.kinds[name]
+        specs = specs if isinstance(specs, list) else [specs]
+        parts = [_expected_entry(e, s, dtype) for e, s in zip(lt.entries, specs)]
+        out.append({"class": "CacheList", "children": parts} if len(parts) > 1 else parts[0])
+    return out
+
+
+def _expected_entry(e, spec, dtype: str) -> dict:
+    if e.kind == "state":
+        return {"class": "ArraysCache",
+                "state": [{"shape": [1, *t.shape], "dtype": dtype if t.dtype == "model" else t.dtype}
+                          for t in spec.tensors]}
+    cls = {"full": "KVCache", "latent": "KVCache", "indexer": "KVCache", "sliding": "RotatingKVCache",
+           "chunked": "ChunkedKVCache"}[e.kind]
+    row = {"class": cls, "keys": [e.n_kv, e.k_width], "values": [e.n_kv, e.v_width]}
+    if e.kind == "sliding":
+        row["max_size"] = e.window
+    if e.kind == "chunked":
+        row["chunk_size"] = e.chunk
+    return row
+
+
+def _observed(layout: list[dict], dtype_names: dict) -> list[dict]:
+    def one(r):
+        if "children" in r:
+            return {"class": r["class"], "children": [one(c) for c in r["children"]]}
+        if "state" in r:
+            return {"class": r["class"],
+                    "state": [{"shape": s["shape"], "dtype": dtype_names[s["dtype"]]} for s in r["state"]]}
+        row = {"class": r["class"], "keys": r["keys"]["row_shape"], "values": r["values"]["row_shape"]}
+        for k in ("max_size", "chunk_size"):
+            if k in r and r["class"] != "KVCache":
+                row[k] = r[k]
+        return row
+    return [one(r) for r in layout]
+
+
+@pytest.fixture(scope="module")
+def live():
+    pytest.importorskip("mlx.core")
+    pytest.importorskip("mlx_lm")
+    from omlx_profiles.live import build, probe
+
+    def layout(cfg: dict):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = build.build_model(cfg, "bf16", lazy=True)
+        dt = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}[model.omlx_build_info.dtype]
+        return probe.probe_layout(model, evaluate=False), dt
+
+    return layout
+
+
+DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+def _diff(want: list[dict], have: list[dict]) -> list[str]:
+    if len(want) != len(have):
+        return [f"{len(have)} cache entries, the profile expects {len(want)}"]
+    return [f"entry {i}: profile {w} != mlx-lm {h}" for i, (w, h) in enumerate(zip(want, have)) if w != h]
+
+
+@needs_corpus
+@pytest.mark.parametrize("short,hf_id", CORPUS, ids=[c[0] for c in CORPUS])
+def test_real_config_layout_matches_profile(short, hf_id, live):
+    p = REG.resolve(hf_id).profile
+    cfg = json.loads((CONFIGS / f"{short}.json").read_text())
+    layout, dt = live(cfg)
+    bad = _diff(_expected(p, dt), _observed(layout, DTYPES))
+    assert not bad, f"{short} vs {p.source}:\n" + "\n".join(bad[:10])
+
+
+@pytest.mark.parametrize("name", sorted(REG.profiles))
+def test_full_size_synth_config_layout_matches_profile(name, live):
+    from omlx_profiles.live.synth import config_for_profile
+
+    p = REG.profiles[name]
+    layout, dt = live(config_for_profile(p, shrink=False))
+    bad = _diff(_expected(p, dt), _observed(layout, DTYPES))
+    assert not bad, f"{name}:\n" + "\n".join(bad[:10])
+
+
+_SCALARS = {  # profile field -> mlx-lm text-args attribute
+    "num_heads": "num_attention_heads",
+    "hidden_size": "hidden_size",
+    "vocab_size": "vocab_size",
+}
+
+
+@needs_corpus
+@pytest.mark.parametrize("short,hf_id", CORPUS, ids=[c[0] for c in CORPUS])
+def test_real_config_numbers_match_profile(short, hf_id):
+    """The numbers outside the cache (used for weights and transients) as mlx-lm reads them."""
+    pytest.importorskip("mlx_lm")
+    from omlx_profiles.live._resolve import layer_kinds, text_args, text_dict
+
+    p = REG.resolve(hf_id).profile
+    cfg = json.loads((CONFIGS / f"{short}.json").read_text())
+    eff = text_args(cfg)
+    raw = text_dict(cfg)
+    assert len(layer_kinds(cfg)) == p.num_layers
+    for field, attr in _SCALARS.items():
+        want = getattr(p, field)
+        if want is not None and getattr(eff, attr, None) is not None:
+            assert want == getattr(eff, attr), (field, want, getattr(eff, attr))
+    if p.intermediate_size is not None and "intermediate_size" in raw:
+        assert p.intermediate_size == raw["intermediate_size"]
+    if p.max_context is not None and "max_position_embeddings" in raw:
+        assert p.max_context == raw["max_position_embeddings"]
+    if p.tie_word_embeddings is not None and "tie_word_embeddings" in raw:
+        assert p.tie_word_embeddings == raw["tie_word_embeddings"]
+    if p.moe is not None:
+        n_exp = next(raw[k] for k in ("num_experts", "num_local_experts", "n_routed_experts") if k in raw)
+        top_k = next(raw[k] for k in ("num_experts_per_tok", "experts_per_token") if k in raw)
+        assert (p.moe.num_experts, p.moe.experts_per_token) == (n_exp, top_k)
+        if p.moe.moe_intermediate_size is not None and "moe_intermediate_size" in raw:
+            assert p.moe.moe_intermediate_size == raw["moe_intermediate_size"]
+    if p.mla is not None:
+        for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "q_lora_rank",
+                  "index_head_dim", "index_n_heads", "index_topk"):
+            if k in raw:
+                assert getattr(p.mla, k) == raw[k], k
+
+
+def test_corpus_has_no_stray_files():
+    """Every config.json in the corpus is listed in SOURCES.tsv (so it is checked above)."""
+    if not CORPUS:
+        pytest.skip("no corpus")
+    listed = {s for s, _ in CORPUS}
+    files = {f.stem for f in Path(CONFIGS).glob("*.json")}
+    assert files <= listed, sorted(files - listed)
+
+
+# --------------------------------------------------------------------------------------------------
+# the coverage report
+# --------------------------------------------------------------------------------------------------
+
+
+def test_stored_model_types_match_installed_mlx_lm():
+    """data_mlxlm_model_types was derived from mlx-lm 0.32.2; a different mlx-lm must re-derive it."""
+    import re
+
+    mlx_lm = pytest.importorskip("mlx_lm")
+    from mlx_lm.utils import MODEL_REMAPPING
+
+    from omlx_profiles.data_mlxlm_model_types import MLXLM_VERSION, MODULES, REMAPPING
+
+    models = Path(mlx_lm.__file__).parent / "models"
+    found = set()
+    for f in models.glob("*.py"):
+        t = f.read_text()
+        if (re.search(r"^class Model\b|^from \S+ import .*\bModel\b", t, re.M)
+                and re.search(r"^class ModelArgs\b|^from \S+ import .*\bModelArgs\b", t, re.M)):
+            found.add(f.stem)
+    assert mlx_lm.__version__ == MLXLM_VERSION
+    assert found == set(MODULES), (sorted(found - set(MODULES)), sorted(set(MODULES) - found))
+    assert REMAPPING == MODEL_REMAPPING
+
+
+def test_coverage_report_is_current(cli):
+    code, out, err = cli("coverage", "--check")
+    assert code == 0, out + err
+
+
+def test_coverage_lists_every_model_type_and_variant():
+    from omlx_profiles.coverage import coverage_rows
+    from omlx_profiles.data_mlxlm_model_types import MODULES, REMAPPING
+
+    rows = coverage_rows(REG)
+    assert {r.module for r in rows} == set(MODULES)
+    assert len(rows) == len(MODULES) + len(REMAPPING)
+    status = {r.module: r.status for r in rows if r.model_type == r.module}
+    for p in REG:
+        assert status[p.mlx_model_type] == "verified", p.name
+    assert all(r.status in ("verified", "not yet", "unsupported") and r.detail for r in rows)
+
+
+def test_coverage_needs_no_mlx():
+    import subprocess
+    import sys
+
+    code = ("import sys, omlx_profiles; from omlx_profiles.coverage import coverage_rows, render_markdown; "
+            "render_markdown(coverage_rows(omlx_profiles.load_registry(include_env=False))); "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm', 'transformers')]; "
+            "sys.exit(1 if bad else 0)")
+    assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1]).returncode == 0
