@@ -137,6 +137,14 @@ def estimate_mla_kv_bytes_per_token(config: Any, cache_list: Any, dtype_size: fl
     return float(main * (rank + rope) + idx * 2 * ih) * float(dtype_size)
 
 
+def _counts(new_tokens, chunk_size, cached_tokens) -> tuple[int, int, int]:
+    """The seed took anything; a bad count here is an error naming the argument (never a silent 0)."""
+    from .validation import check_count
+
+    return (check_count("new_tokens", new_tokens), check_count("chunk_size", chunk_size, minimum=1),
+            check_count("cached_tokens", cached_tokens))
+
+
 def _dtype_name(size: float | None) -> str:
     return "fp32" if size and size >= 4 else "bf16"
 
@@ -258,6 +266,16 @@ class MemoryMonitor:
         for name, v in (("num_layers", num_layers), ("num_kv_heads", num_kv_heads), ("head_dim", head_dim)):
             if not _pos_int(v):
                 raise ValueError(f"set_model_info: {name} must be a positive integer, got {v!r}")
+        for name, v in (("num_attention_heads", num_attention_heads), ("num_kv_cache_layers", num_kv_cache_layers),
+                        ("hidden_size", hidden_size), ("intermediate_size", intermediate_size)):
+            if v is not None and not _pos_int(v):
+                raise ValueError(f"set_model_info: {name} must be a positive integer or None, got {v!r}")
+        for name, v in (("dtype_size", dtype_size), ("compute_dtype_size", compute_dtype_size),
+                        ("kv_bytes_per_token", kv_bytes_per_token)):
+            if v is None and name != "dtype_size":
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v < float("inf")):
+                raise ValueError(f"set_model_info: {name} must be a positive finite number, got {v!r}")
         n_q = num_attention_heads or num_kv_heads
         kv_layers = num_kv_cache_layers or num_layers
         act = compute_dtype_size if compute_dtype_size and compute_dtype_size > 0 else 2
@@ -302,6 +320,9 @@ class MemoryMonitor:
         expanded MLA widths, sliding layers counted at full width: a block is stored whole).
         Differs from the seed: no 32/8/128 default — without model info and without all overrides this
         raises ``ModelInfoMissingError``."""
+        from .validation import check_count
+
+        check_count("block_size", block_size)
         if num_layers or num_kv_heads or head_dim or dtype_size:
             layers = num_layers or self._num_layers
             heads = num_kv_heads or self._num_kv_heads
@@ -329,7 +350,9 @@ class MemoryMonitor:
         bounded sliding windows, constant states). Differs from the seed (tokens x per-token bytes, 0
         without model info): capacity rounding and windows are applied; without model info it raises."""
         p = self._require()
-        if num_tokens <= 0:
+        from .validation import check_count
+
+        if check_count("num_tokens", num_tokens) == 0:
             return 0
         if self._kv_per_token_override is not None:
             return num_tokens * self._kv_per_token_override
@@ -349,9 +372,15 @@ class MemoryMonitor:
         f = self._fast
         if f is None:
             self._require()
+        if type(new_tokens) is not int or type(chunk_size) is not int or type(cached_tokens) is not int:
+            new_tokens, chunk_size, cached_tokens = _counts(new_tokens, chunk_size, cached_tokens)
         if new_tokens <= 0:
+            if new_tokens < 0:
+                raise ValueError(f"new_tokens must be >= 0, got {new_tokens}")
             return 0
-        c = cached_tokens if cached_tokens > 0 else 0
+        if chunk_size <= 0 or cached_tokens < 0:
+            _counts(new_tokens, chunk_size, cached_tokens)
+        c = cached_tokens
         L = f._lines.get(chunk_size)
         if L is not None and _TILED_VERSION[0] == f._tiled_gen and new_tokens > chunk_size:
             kl = c + new_tokens - 1

@@ -15,7 +15,10 @@ it, and any error reading or writing it falls back to the full load silently (th
 optimisation, never a source of truth).
 
 A compiled ``Profile`` has ``variant=None`` (provenance needs the full load) and its ``mla`` / ``moe``
-/ ``weights`` are read-only attribute views (``Frozen``) of the validated models' fields.
+/ ``weights`` are read-only attribute views (``Frozen``) of the validated models' fields; a compiled
+kernel table is a ``Frozen`` view too (methods of the pydantic models are not there: callers use plain
+functions such as ``peak.routes.window_for``). Nothing uses it unless asked: ``load_registry(compiled=True)``
+and ``enable()`` (the CLI's estimate / fit / chart do both).
 """
 from __future__ import annotations
 
@@ -33,6 +36,19 @@ ENV = "OMLX_PROFILES_CACHE"
 #: Modules whose code decides what a YAML file resolves to: a change to any of them invalidates.
 CODE = ("schema_models.py", "loader.py", "profile.py", "registry.py", "yaml_io.py", "compiled.py")
 MAX_CACHE_BYTES = 50_000_000
+
+# Opt-in per process: the CLI's read-only commands turn it on; library users and tests get the full,
+# validated objects unless they ask (``load_registry(compiled=True)`` / ``enable()``).
+_ENABLED = [False]
+
+
+def enable(on: bool = True) -> None:
+    """Let other loaders of this process (the kernel tables) use compiled copies too."""
+    _ENABLED[0] = bool(on)
+
+
+def enabled() -> bool:
+    return _ENABLED[0] and cache_dir() is not None
 
 
 class Frozen:

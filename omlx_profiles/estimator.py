@@ -46,12 +46,13 @@ class Estimator:
         bd = self.prefill_peak(request, backend, mlx_version, dtype=dtype, nax=nax)
         return weights_bytes + bd.held_before_bytes + bd.peak_bytes
 
-    def fits(self, request: Request, budget: int, *, weights_bytes: int, reserve: int | None = None,
+    def fits(self, request: Request, budget: int, *, weights_bytes: int = 0, reserve: int | None = None,
              backend: str = "cpu", mlx_version: str | None = None, dtype: str | None = None,
              nax: bool = False) -> Verdict:
         """Does ``weights + held before + peak`` stay within ``budget - reserve``?
 
-        ``reserve`` ``None``: the default of ``omlx_profiles.budget`` (512 MiB + 5% of the budget)."""
+        ``reserve`` ``None``: the default of ``omlx_profiles.budget`` (512 MiB + 5% of the budget).
+        ``weights_bytes`` 0 (the default) checks the prefill alone against the budget."""
         check_count("budget", budget, minimum=0)
         check_count("weights_bytes", weights_bytes, minimum=0)
         res = _reserve(budget, reserve)
@@ -70,7 +71,7 @@ class Estimator:
                    f"Shorten the prompt, use a smaller prefill chunk (now {request.chunk}), or raise the budget")
         return Verdict(ok, total, budget, res, usable, head, weights_bytes, bd, msg)
 
-    def max_tokens(self, budget: int, *, weights_bytes: int, reserve: int | None = None, cached: int = 0,
+    def max_tokens(self, budget: int, *, weights_bytes: int = 0, reserve: int | None = None, cached: int = 0,
                    chunk: int = 2048, backend: str = "cpu", mlx_version: str | None = None,
                    schedule: str = "generate", dtype: str | None = None, nax: bool = False,
                    limit: int | None = None) -> int:

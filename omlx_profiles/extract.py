@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from .errors import InputError, UnsupportedError
 from .extraction.config import (LoadedConfig, Reader, load_config, module_for, read_dtype, read_quantization,
-                                spec, text_config_key)
+                                shown, spec, text_config_key)
 from .extraction.layout import build_layers
 from .extraction.mlx_specs import MLX_LM_VERSION, SPECS
 from .extraction.rules import RULES, WRAPPERS, Ctx, Draft, rule_deepseek_v3, rule_gemma3_text, rule_lfm2, \
@@ -74,7 +74,8 @@ class Extraction:
         prov = dict(self.provenance)
         if self.notes:
             prov["notes"] = " | ".join(self.notes)
-        p = Profile.from_variant(v, name=self.name, family=self.family, ids=self.ids, source=self.source)
+        src = self.source if self.source.endswith("config.json") else f"{self.source} (read as config.json)"
+        p = Profile.from_variant(v, name=self.name, family=self.family, ids=self.ids, source=src)
         return dataclasses.replace(p, provenance=prov)
 
 
@@ -124,7 +125,7 @@ def _text_reader(top: dict, module: str, model_type: str, label: str) -> tuple[R
             tc, prefix = top, ""  # qwen3_5.ModelArgs.from_dict: a config without text_config is the text config
         else:
             if tc is None:
-                raise UnsupportedError(f"unsupported: model_type {model_type!r}: {label} has no text_config, which "
+                raise UnsupportedError(f"unsupported: model_type {shown(model_type)}: {label} has no text_config, which "
                                        f"mlx-lm's {SPECS_W.cls} requires")
             if not isinstance(tc, dict):
                 raise InputError(f"{label}: text_config must be an object, got {type(tc).__name__}")
@@ -175,8 +176,22 @@ def extract_config(config: Any, *, source: str = "config.json", name: str | None
     """Read ``config`` the way mlx-lm does and return the variant payload with provenance and notes.
 
     ``dtype`` overrides the activation dtype (a live model's); ``name`` the variant name (else from
-    ``_name_or_path``, then ``name_hint``, then the module).
+    ``_name_or_path``, then ``name_hint``, then the module). ``unsupported: ...`` names ``source``.
     """
+    try:
+        return _extract_config(config, source=source, name=name, name_hint=name_hint, dtype=dtype,
+                               nonfinite=nonfinite)
+    except UnsupportedError as e:
+        msg = str(e)
+        if source in msg:
+            raise
+        head = "unsupported: "
+        body = msg[len(head):] if msg.startswith(head) else msg
+        raise UnsupportedError(f"{head}{source}: {body}") from None
+
+
+def _extract_config(config: Any, *, source: str, name: str | None, name_hint: str | None, dtype: str | None,
+                    nonfinite: list[str] | None) -> Extraction:
     if not isinstance(config, dict):
         raise InputError(f"{source}: a config must be a JSON object, got {type(config).__name__}")
     top = copy.deepcopy(config)
@@ -185,7 +200,7 @@ def extract_config(config: Any, *, source: str = "config.json", name: str | None
     if module in WRAPPERS:
         missing = sorted(k for k in SPECS[module].required if k not in top and not (k == "text_config" and r.data is top))
         if missing:
-            raise UnsupportedError(f"unsupported: model_type {model_type!r}: {source} lacks {missing}, which mlx-lm's "
+            raise UnsupportedError(f"unsupported: model_type {shown(model_type)}: {source} lacks {missing}, which mlx-lm's "
                                    f"{SPECS[module].cls} requires")
     r.check_required()
     d = Draft(text_model_type=text_mt)
@@ -215,7 +230,7 @@ def extract_config(config: Any, *, source: str = "config.json", name: str | None
     payload: dict[str, Any] = {"mlx_model_type": module}
     payload.update(d.fields)
     payload["layers"] = build_layers(d.per_layer, as_string=d.layers_as_string)
-    prov = {"mlx_model_type": f"{source}: model_type = {model_type!r}"
+    prov = {"mlx_model_type": f"{source}: model_type = {shown(model_type)}"
                               + (f" (mlx-lm MODEL_REMAPPING -> {module})" if module != model_type else "")}
     prov.update(d.prov)
     prov["source"] = f"{source} read with mlx-lm {MLX_LM_VERSION} rules"
@@ -245,11 +260,25 @@ def profile_from_config(config: dict, *, source: str = "config.json", name: str 
 # --------------------------------------------------------------------------------------------------
 
 
+def hub_cache_id(file: Path) -> str | None:
+    """``org/name`` of a Hugging Face hub cache path (``.../models--org--name/snapshots/<rev>/config.json``)."""
+    for part in file.parts[::-1]:
+        if part.startswith("models--"):
+            bits = part[len("models--"):].split("--")
+            if len(bits) == 2:
+                return _hf_id("/".join(bits))
+    return None
+
+
 def extract_path(path: Path | str, *, dtype: str | None = None) -> tuple[Extraction, LoadedConfig]:
+    """Extraction of a config file or model directory; the name and ids also come from the path."""
     lc = load_config(path)
     file = lc.path
-    hint = file.parent.name if file.name == "config.json" else file.stem
+    hub = hub_cache_id(file)
+    hint = hub.split("/")[1] if hub else (file.parent.name if file.name == "config.json" else file.stem)
     ex = extract_config(lc.data, source=str(file), name_hint=hint, dtype=dtype, nonfinite=lc.nonfinite)
+    if hub and hub not in ex.ids:
+        ex.ids.append(hub)
     return ex, lc
 
 
@@ -329,11 +358,14 @@ def profile_from_layout(layout: list[dict], *, dtype: str, name: str = "live-mod
         cls = e.get("class", "")
         if "state" in e:
             tensors = []
-            for j, t in enumerate(e["state"]):
-                if t is None:
-                    continue
+            arrays = [t for t in e["state"] if t is not None]
+            # mlx-lm's ArraysCache convention: conv window(s) first, the recurrent state last
+            names = (["conv"] if len(arrays) == 1 else
+                     ["conv"] + ["ssm"] if len(arrays) == 2 else
+                     [f"conv{j}" for j in range(len(arrays) - 1)] + ["ssm"])
+            for nm, t in zip(names, arrays):
                 dt = _dtype_name(t["dtype"])
-                tensors.append({"name": f"s{j}", "shape": list(t["shape"][1:]) or [1],
+                tensors.append({"name": nm, "shape": list(t["shape"][1:]) or [1],
                                 "dtype": "model" if dt == act else dt})
             if not tensors:
                 raise UnsupportedError(f"unsupported: {cls} entry holds no arrays after the probe forward")

@@ -6,12 +6,13 @@ Token counts: ``k`` = 1024 (``32k`` = 32768, as context lengths are quoted), ``m
 """
 from __future__ import annotations
 
-import math
 import re
+from decimal import Decimal
 
 from .errors import InputError
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+# ASCII only: \d would also match Arabic-Indic or full-width digits, which float() then accepts.
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$", re.ASCII)
 _SIZE_UNITS = {
     "": 1, "b": 1,
     "k": 1024, "kib": 1024, "kb": 1000,
@@ -24,16 +25,24 @@ MAX_BYTES = 1 << 50
 MAX_TOKENS = 1 << 30
 
 
+def _number(digits: str, text: object, what: str) -> Decimal:
+    """The decimal number exactly as written: ``16.4GB`` is 16,400,000,000 bytes, not 16,399,999,999
+    (``float('16.4') * 1e9``)."""
+    if len(digits) > 40:
+        raise InputError(f"{what}: {str(text)[:60]!r} is out of range")
+    return Decimal(digits)
+
+
 def parse_size(text: object, what: str = "size") -> int:
     if isinstance(text, bool) or not isinstance(text, (str, int)):
         raise InputError(f"{what} must be a size such as 64GiB, got {text!r}")
     m = _SIZE_RE.match(str(text))
     if not m or m.group(2).lower() not in _SIZE_UNITS:
         raise InputError(f"{what}: cannot read {text!r} as a size (examples: 64GiB, 48G, 512MB, 1073741824)")
-    value = float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
-    if not math.isfinite(value) or value > MAX_BYTES:
+    value = _number(m.group(1), text, what) * _SIZE_UNITS[m.group(2).lower()]
+    if value > MAX_BYTES:
         raise InputError(f"{what}: {text!r} is out of range")
-    return int(value)
+    return int(value)  # whole bytes (a fraction of a byte rounds down)
 
 
 def parse_tokens(text: object, what: str = "tokens") -> int:
@@ -42,7 +51,7 @@ def parse_tokens(text: object, what: str = "tokens") -> int:
     m = _SIZE_RE.match(str(text))
     if not m or m.group(2).lower() not in _TOKEN_UNITS:
         raise InputError(f"{what}: cannot read {text!r} as a token count (examples: 32k, 8192, 1m)")
-    value = float(m.group(1)) * _TOKEN_UNITS[m.group(2).lower()]
+    value = _number(m.group(1), text, what) * _TOKEN_UNITS[m.group(2).lower()]
     if value != int(value):
         raise InputError(f"{what}: {text!r} is not a whole number of tokens")
     if value > MAX_TOKENS:

@@ -42,6 +42,7 @@ from .safetensors_header import CheckpointHeaders, SafetensorsError, read_checkp
 #: ``mlx_lm.utils.quantize_model``'s defaults per mode: (group_size, bits).
 MODE_DEFAULTS: dict[str, tuple[int, int]] = {"affine": (64, 4), "mxfp4": (32, 4), "nvfp4": (16, 4), "mxfp8": (32, 8)}
 QUANT_BITS = (2, 3, 4, 5, 6, 8)
+GIVEN = "given by the user"  # ``source`` of a size the caller states (the CLI's --weights)
 MAX_CONFIG_BYTES = 10_000_000
 
 
@@ -98,6 +99,8 @@ class WeightsInfo:
     def label(self) -> str:
         if self.bytes is None:
             return "unknown"
+        if self.source == GIVEN:
+            return "given"
         return "exact" if self.exact else "approximate"
 
     def as_dict(self) -> dict:

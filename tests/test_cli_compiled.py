@@ -104,3 +104,31 @@ def test_user_dirs_are_part_of_the_key(tmp_path, profiles_copy):
     a = compiled.key([profile_files(profiles_copy)])
     b = compiled.key([profile_files(profiles_copy), profile_files(user)])
     assert a != b
+
+
+def test_opt_in_only(monkeypatch, tmp_path):
+    monkeypatch.setenv(compiled.ENV, str(tmp_path))
+    monkeypatch.setattr(compiled, "_ENABLED", [False])
+    assert not compiled.enabled()
+    compiled.enable()
+    assert compiled.enabled()
+    monkeypatch.setenv(compiled.ENV, "off")
+    assert not compiled.enabled()
+
+
+def test_cached_model_roundtrip(tmp_path, monkeypatch):
+    from omlx_profiles.schema_models import Weights
+
+    monkeypatch.setenv(compiled.ENV, str(tmp_path / "c"))
+    src = tmp_path / "w.yaml"
+    src.write_text("params: 8")
+    calls = []
+
+    def build():
+        calls.append(1)
+        return Weights(params=8, bits=4)
+
+    a = compiled.cached_model("w", [src], build)
+    b = compiled.cached_model("w", [src], build)
+    assert len(calls) == 1 and a.params == b.params == 8 and b.bits == 4 and isinstance(b, compiled.Frozen)
+    assert b.get("bits") == 4 and "params" in b and dict(b.items())["params"] == 8

@@ -78,7 +78,7 @@ def test_estimate_config_32k_equals_formula(stem):
 def test_unbuildable_config_is_unsupported_with_reason(stem):
     code, out, err = run_cli("estimate", "--config", str(cfg_path(stem)), "--tokens", "1000")
     assert code == 1 and out == ""
-    assert err.startswith("unsupported: model_type lfm2_vl") and "lfm2-vl.py" in err
+    assert err.startswith(f"unsupported: {cfg_path(stem)}: model_type 'lfm2_vl'") and "lfm2-vl.py" in err
     assert "Traceback" not in err
 
 
@@ -351,3 +351,39 @@ def test_explain_follows_the_merge_order(tmp_path):
     assert reg.profiles["v2"].dtype == "fp16"
     prov = yaml_provenance(reg, "v2")
     assert prov["dtype"] == f"{b}:10 (base v1)"  # not a.yaml's defaults
+
+
+def test_hub_cache_layout_gives_the_id(tmp_path):
+    d = tmp_path / "models--Qwen--Qwen3-8B" / "snapshots" / "0123abcd"
+    d.mkdir(parents=True)
+    shutil.copy(cfg_path("qwen3-8b"), d / "config.json")
+    code, out, _ = run_cli("extract", str(d))
+    assert code == 0 and "ids: [Qwen/Qwen3-8B]" in out and "name: qwen3-8b" in out
+
+
+def test_merge_precedence():
+    from omlx_profiles.extraction.merge import Source, merge_fields
+
+    vals, where = merge_fields(
+        Source("live-probe", {"a": 1, "b": 1, "c": 1, "d": 1, "e": 1}, {}),
+        Source("config.json", {"a": 2, "b": 2, "c": 2, "d": 2, "e": None}, {"a": "cfg"}),
+        Source("yaml-family", {"a": 3, "b": 3, "c": 3}, {}),
+        Source("yaml-variant", {"a": 4, "b": 4}, {}),
+        Source("override", {"a": 5}, {"a": "--flag"}),
+    )
+    assert vals == {"a": 5, "b": 4, "c": 3, "d": 2, "e": 1}
+    assert where["a"] == "--flag" and where["e"] == "live-probe"
+
+
+def test_yaml_fills_over_config_but_not_the_cache_layout(tmp_path):
+    from omlx_profiles import load_registry
+
+    cfg = json.loads(cfg_path("llama-3.2-1b-instruct").read_text())
+    cfg.update(_name_or_path="meta-llama/Llama-3.2-1B-Instruct", max_position_embeddings=4096)
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(cfg))
+    r = resolve_path(f, registry=load_registry())
+    p = r.profile
+    assert p.max_context == 131072 and "llama.yaml" in p.provenance["max_context"]
+    assert any("max_context: YAML 131072" in n for n in r.notes)
+    assert p.num_kv_heads == 8 and "num_key_value_heads" in p.provenance["num_kv_heads"]  # layout: the config's

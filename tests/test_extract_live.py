@@ -211,7 +211,7 @@ def test_synthetic_family_equals_live(module):
 def test_unmodelled_family_from_the_probe():
     cfg = synthetic("olmo3")  # no rule here: layer_types default -> 3 sliding + 1 full, RotatingKVCache(window)
     cfg.update(num_hidden_layers=4, sliding_window=64)
-    with pytest.raises(Exception, match="^unsupported: model_type olmo3"):
+    with pytest.raises(Exception, match="^unsupported: config.json: model_type 'olmo3'"):
         profile_from_config(cfg)
     model, dt = _build(cfg)
     prof = profile_from_model(model)
@@ -234,3 +234,21 @@ def test_seed_entry_point_set_model_info_from_model():
     assert prof is not None and "verified" in prof.provenance
     live = [_nbytes(c) for c in lazy_generate(model, 1000, 256)]
     assert [l.nbytes for l in kv_report(prof, 1000, chunk=256, dtype=dt).layers] == live
+
+
+def test_mlx_lm_load_of_a_local_directory(tmp_path):
+    """``mlx_lm``'s own loader (``live.build.load_local``: config.json + safetensors, no hub) -> same profile as
+    the directory's config.json, verified by the probe."""
+    from omlx_profiles.extract import resolve_path
+    from omlx_profiles.live.build import load_local, save_local
+
+    small = shrink_config(json.loads(cfg_path("gemma-3-4b-it").read_text()), layers=6, q_heads=4)
+    model, dt = _build(small, lazy=False)
+    save_local(model, small, tmp_path / "m")
+    loaded, _ = load_local(tmp_path / "m")
+    prof = profile_from_model(loaded)
+    assert "verified" in prof.provenance
+    from_dir = resolve_path(tmp_path / "m").profile
+    live = [_nbytes(c) for c in lazy_generate(loaded, 1000, 256)]
+    for p in (prof, from_dir):
+        assert [l.nbytes for l in kv_report(p, 1000, chunk=256, dtype=dt).layers] == live

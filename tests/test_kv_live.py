@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import warnings
 from functools import lru_cache
 
@@ -44,17 +45,6 @@ from omlx_profiles.live.probe import cache_report, run_schedule  # noqa: E402
 pytestmark = pytest.mark.live
 
 REG = load_registry(include_env=False)
-TALLY = {"runs": 0, "layers": 0}  # comparisons made (written to $OMLX_KV_TALLY at the end, for reports)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _tally():
-    yield
-    import os
-
-    if os.environ.get("OMLX_KV_TALLY"):
-        with open(os.environ["OMLX_KV_TALLY"], "w") as f:
-            json.dump(TALLY, f)
 DTYPE_NAME = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 CLASS_OF = {"full": {"KVCache", "QuantizedKVCache"}, "sliding": {"RotatingKVCache"}, "chunked": {"ChunkedKVCache"},
             "latent": {"KVCache", "QuantizedKVCache"}, "indexer": {"KVCache"}, "state": {"ArraysCache"}}
@@ -131,6 +121,18 @@ def group_runs(key: str) -> tuple[str, dict]:
 # the comparison
 # --------------------------------------------------------------------------------------------------
 
+TALLY = {"runs": 0, "layers": 0}  # comparisons made; written to $OMLX_KV_TALLY at the end (for reports)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _write_tally():
+    yield
+    path = os.environ.get("OMLX_KV_TALLY")
+    if path:
+        with open(path, "w") as f:
+            json.dump(TALLY, f)
+
+
 
 def _state_shapes(profile, kind: str) -> list[tuple[list[int], str]]:
     spec = profile.variant.layers.kinds[kind]
@@ -163,8 +165,8 @@ def compare(profile, live: list[dict], dtype: str, n: int, schedule: str, step: 
                 bad.append(f"{tag}: {e.kind} cache should be {sorted(CLASS_OF[e.kind])}, live is {ch['class']}")
             if len(entries) > 1 and eb.nbytes != ch["nbytes"]:
                 bad.append(f"{tag}: {e.kind} part estimate {eb.nbytes} != live {ch['nbytes']}")
-            if e.kind == "sliding" and ch.get("max_size") != e.window:
-                bad.append(f"{tag}: window {e.window} != live max_size {ch.get('max_size')}")
+            if e.kind == "sliding" and (ch.get("max_size"), ch.get("keep", 0)) != (e.window, e.keep):
+                bad.append(f"{tag}: window/keep {e.window}/{e.keep} != live {ch.get('max_size')}/{ch.get('keep')}")
             if e.kind == "state":
                 want = [(shape, dtype if dt == "model" else dt) for shape, dt in _state_shapes(profile, est.kind)]
                 have = [(a["shape"][1:], DTYPE_NAME.get(a["dtype"], a["dtype"])) for a in ch["arrays"]]

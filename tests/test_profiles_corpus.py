@@ -244,3 +244,102 @@ def test_coverage_needs_no_mlx():
             "bad = [m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm', 'transformers')]; "
             "sys.exit(1 if bad else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1]).returncode == 0
+
+
+# --------------------------------------------------------------------------------------------------
+# synth: the profile -> mlx-lm config translation (no mlx needed)
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(REG.profiles))
+def test_synth_config_for_every_variant(name):
+    from omlx_profiles.live.synth import config_for_profile, cut_profile
+
+    p = REG.profiles[name]
+    for layers in (None, "period", "kinds"):
+        for shrink in (True, False):
+            cfg = config_for_profile(p, shrink=shrink, layers=layers)
+            assert cfg["model_type"] == p.mlx_model_type
+            text = cfg.get("text_config", cfg)
+            assert text["num_hidden_layers"] == cut_profile(p, layers).num_layers
+
+
+def _real(short: str) -> dict:
+    cfg = json.loads((CONFIGS / f"{short}.json").read_text())
+    return cfg.get("text_config", cfg)
+
+
+@needs_corpus
+@pytest.mark.parametrize("name,short,keys", [
+    ("qwen3-next-80b-a3b-thinking", "qwen3-next-80b-a3b-thinking",
+     ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+      "linear_conv_kernel_dim", "full_attention_interval", "head_dim", "num_key_value_heads")),
+    ("qwen3.5-27b", "qwen3.5-27b",
+     ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+      "linear_conv_kernel_dim", "full_attention_interval", "head_dim", "num_key_value_heads")),
+    ("nemotron-h-56b-base-8k", "nemotron-h-56b-base-8k",
+     ("mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel", "hybrid_override_pattern",
+      "num_key_value_heads")),
+    ("lfm2.5-vl-1.6b", "lfm2.5-vl-1.6b", ("conv_L_cache", "hidden_size", "num_attention_heads", "num_key_value_heads")),
+    ("deepseek-v2-lite", "deepseek-v2-lite",
+     ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "num_attention_heads")),
+    ("gpt-oss-20b", "gpt-oss-20b", ("layer_types", "sliding_window", "head_dim", "num_key_value_heads")),
+])
+def test_state_shapes_round_trip_to_config_dims(name, short, keys):
+    """The config dims synth solves back from the profile's tensor shapes are the checkpoint's own."""
+    from omlx_profiles.live.synth import config_for_profile
+
+    cfg = config_for_profile(REG.profiles[name], shrink=False)
+    cfg = cfg.get("text_config", cfg)
+    real = _real(short)
+    for k in keys:
+        assert cfg[k] == real[k], (k, cfg[k], real[k])
+
+
+def _relaid(name: str, **layers):
+    from omlx_profiles.profile import Profile
+    from omlx_profiles.schema_models import Layers
+
+    p = REG.profiles[name]
+    v = p.variant.model_copy(update={"layers": Layers(**layers)})
+    return Profile.from_variant(v, name=name + "-relaid", family=p.family)
+
+
+@pytest.mark.parametrize("name,layers,match", [
+    ("qwen3-next-80b-a3b-thinking",
+     {"kinds": {"lin": {"kind": "state", "tensors": [{"name": "conv", "shape": [3, 8193], "dtype": "model"},
+                                                     {"name": "ssm", "shape": [32, 128, 128], "dtype": "fp32"}]},
+                "full": {"kind": "full"}}, "pattern": ["lin", "lin", "lin", "full"]},
+     "not 2\\*nk"),
+    ("nemotron-h-56b-base-8k",
+     {"kinds": {"M": {"kind": "state", "tensors": [{"name": "conv", "shape": [3, 20480], "dtype": "model"}]},
+                "*": {"kind": "full"}}, "types": "M*" * 59},
+     "holds 2 tensor"),
+    ("gemma-3-4b-it",
+     {"kinds": {"s": {"kind": "sliding", "window": 1024}, "f": {"kind": "full"}},
+      "pattern": ["s", "f", "f", "s", "s", "f"], "cyclic": True},
+     "iff i % 2 == 1"),
+    ("llama-3.1-8b",
+     {"kinds": {"s": {"kind": "sliding", "window": 128, "num_kv_heads": 4}, "f": {"kind": "full"}},
+      "pattern": ["s", "f"]},
+     "different"),
+    ("qwen3-8b", {"kinds": {"x": {"kind": "chunked", "chunk": 128}}, "pattern": ["x"]}, "has no layer of kind"),
+])
+def test_synth_refuses_layouts_mlx_lm_cannot_build(name, layers, match):
+    from omlx_profiles.live.synth import SynthError, config_for_profile
+
+    with pytest.raises(SynthError, match=match):
+        config_for_profile(_relaid(name, **layers))
+
+
+def test_cut_profile_keeps_kinds():
+    from omlx_profiles.live.synth import cut_profile
+
+    nem = REG.profiles["nemotron-h-56b-base-8k"]
+    assert "".join(cut_profile(nem, "kinds").layer_names) == "M-*"
+    assert cut_profile(nem, "period").layer_names == cut_profile(nem, "kinds").layer_names
+    g = REG.profiles["gemma-3-4b-it"]
+    assert cut_profile(g, "period").layer_names == ("sliding",) * 5 + ("full",)
+    assert cut_profile(g, "kinds").layer_names == ("sliding", "full")
+    assert cut_profile(g, 3).num_layers == 3 and cut_profile(g, None) is g
+    assert cut_profile(REG.profiles["qwen3-8b"], "kinds").num_layers == 1

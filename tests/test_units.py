@@ -19,7 +19,7 @@ def test_parse_size(text, value):
 
 
 @pytest.mark.parametrize("text", ["", "abc", "-1G", "1e9", "nan", "inf", "64 GiBs", "G", "1..5G", None, True, 1.5,
-                                  "99999999999TB"])
+                                  "99999999999TB", "６４GiB", "٦٤G", "64ＧiB"])
 def test_parse_size_rejects(text):
     with pytest.raises(InputError):
         parse_size(text)
@@ -31,7 +31,7 @@ def test_parse_tokens(text, value):
     assert parse_tokens(text) == value
 
 
-@pytest.mark.parametrize("text", ["32kb", "0.3", "1.0001k", "-5", "many", "", "2g", True])
+@pytest.mark.parametrize("text", ["32kb", "0.3", "1.0001k", "-5", "many", "", "2g", True, "١٢٨", "１２８", "12\u00a08"])
 def test_parse_tokens_rejects(text):
     with pytest.raises(InputError):
         parse_tokens(text)
@@ -64,3 +64,11 @@ def test_table_aligns():
     assert lines[0] == "  what           n"
     assert set(lines[1].strip()) == {"-"} and len(lines[1]) == len(lines[0])
     assert lines[2].endswith("    1") and lines[4] == "  long name  12345"
+
+
+def test_decimal_sizes_are_exact():
+    assert parse_size("16.4GB") == 16_400_000_000
+    assert parse_size("0.1KiB") == 102
+    assert parse_tokens("0.25k") == 256
+    with pytest.raises(InputError):
+        parse_size("1" * 100)

@@ -74,6 +74,8 @@ def run(args) -> int:
         raise InputError("give at least one MODEL (or --config PATH)")
     if len(models) > 6:
         raise InputError(f"at most 6 models per chart, got {len(models)}")
+    if getattr(args, "weights_size", None) is not None and len(models) > 1:
+        raise InputError("--weights gives one model's size: use it with a single MODEL")
     if args.max_tokens < 256:
         raise InputError(f"--max-tokens must be at least 256, got {args.max_tokens}")
     if not 8 <= args.points <= 2000:
@@ -87,7 +89,13 @@ def run(args) -> int:
     print(f"wrote {path}")
     for s in out:
         if s.max_tokens is not None and args.budget is not None:
-            print(f"  {s.label}: fits up to {s.max_tokens:,} tokens in {format_bytes(args.budget)}")
+            if s.max_tokens >= args.max_tokens:
+                print(f"  {s.label}: fits over the whole range (at least {args.max_tokens:,} tokens) in "
+                      f"{format_bytes(args.budget)}")
+            elif s.max_tokens:
+                print(f"  {s.label}: fits up to {s.max_tokens:,} tokens in {format_bytes(args.budget)}")
+            else:
+                print(f"  {s.label}: does not fit {format_bytes(args.budget)} at any length")
         for n in s.notes:
             print(f"  {s.label}: {n}")
     return 0
@@ -136,9 +144,10 @@ def plot(series: list[Series], budget: int | None, reserve: int | None, output: 
                 ax.axvspan(xm, x[-1], color=colors["budget"], alpha=0.07, linewidth=0)
                 ax.axvline(xm, color=colors["budget"], linestyle="--", linewidth=1)
                 ax.plot([xm], [line], marker="o", color=colors["budget"], markersize=5)
+                left = xm > 0.4 * x[-1]  # the label goes where there is room: left of the crossing if far right
                 ax.annotate(f"fits up to {format_tokens_pretty(s.max_tokens)} tokens",
-                            xy=(xm, line), xytext=(-12, 28), textcoords="offset points",
-                            ha="right", va="bottom", fontsize=9, color=colors["budget"],
+                            xy=(xm, line), xytext=(-12 if left else 12, 28), textcoords="offset points",
+                            ha="right" if left else "left", va="bottom", fontsize=9, color=colors["budget"],
                             bbox=dict(boxstyle="round,pad=0.3", fc="white", ec=colors["budget"], lw=0.8),
                             arrowprops=dict(arrowstyle="->", color=colors["budget"], lw=1))
                 ax.text((xm + x[-1]) / 2, ymax * 0.985, "does not fit", ha="center", va="top", fontsize=8,

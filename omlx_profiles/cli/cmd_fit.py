@@ -16,6 +16,7 @@ from pathlib import Path
 from ..budget import default_reserve
 from ..errors import InputError
 from ..rows import STEP
+from ..units import format_bytes
 from .common import add_model_args, positive_int_arg, print_json, size_arg, tokens_arg
 
 WEIGHT_BITS = (2, 3, 4, 5, 6, 8, 16)
@@ -79,11 +80,11 @@ def local_dir(args, res) -> Path | None:
 
 
 def resolve_weights(res, args):
-    from ..weights import WeightsInfo, estimate_weights
+    from ..weights import GIVEN, WeightsInfo, estimate_weights
 
     given = getattr(args, "weights_size", None)
     if given is not None:
-        return WeightsInfo(given, False, "given with --weights", f"as given on the command line ({given:,} bytes)")
+        return WeightsInfo(given, False, GIVEN, f"as given on the command line with --weights ({given:,} bytes)")
     return estimate_weights(res, bits=getattr(args, "weights_bits", None), model_dir=local_dir(args, res))
 
 
@@ -157,8 +158,8 @@ def compute_fit(res, args, budget: int) -> dict:
     if not mt:
         at0 = estimate_at(res, args.cached + 1, args, weights, budget, reserve)
         return {**base, "max_tokens": None, "limited_by": "memory", "at_max": at0, "next": None,
-                "reason": f"even a {args.cached + 1}-token prompt needs {at0.get('total_bytes')} bytes "
-                          f"(weights {weights.bytes}) > {budget - reserve} usable"}
+                "reason": f"even a {args.cached + 1}-token prompt needs {format_bytes(at0.get('total_bytes'))} "
+                          f"(weights {format_bytes(weights.bytes)}) > {format_bytes(budget - reserve)} usable"}
     at = estimate_at(res, mt, args, weights, budget, reserve)
     nxt = estimate_at(res, mt + STEP, args, weights, budget, reserve)
     return {**base, "max_tokens": mt,
@@ -199,7 +200,7 @@ def series_for(res, weights, args):
     n = args.points
     top = args.max_tokens
     lo = args.cached + 1
-    xs = sorted({max(lo, (top * i // n) // STEP * STEP) for i in range(1, n + 1)} | {top})
+    xs = sorted({max(lo, (top * i // n) // STEP * STEP) for i in range(1, n + 1)} | {lo, top})
     backend = backend_of(args)
     ws, kv, tr = [], [], []
     for t in xs:

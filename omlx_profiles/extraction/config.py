@@ -68,7 +68,10 @@ def load_config(path: Path | str) -> LoadedConfig:
 def parse_config_text(text: str, path: Path | None = None) -> LoadedConfig:
     label = str(path) if path else "config.json"
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_no_duplicates)
+    except DuplicateKeyError as e:
+        raise InputError(f"{label}: duplicate key {shown(e.args[0])} in one JSON object (which value mlx-lm "
+                         "would see depends on the parser; remove one)") from None
     except json.JSONDecodeError as e:
         raise InputError(f"{label}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
     except RecursionError:
@@ -95,6 +98,30 @@ def _nonfinite_paths(obj: Any, prefix: str = "", out: list | None = None, depth:
     return out
 
 
+MAX_SHOWN = 60
+MAX_LAYERS = 4096  # = loader.MAX_LAYERS: real models have at most a few hundred layers
+
+
+def shown(v: Any, limit: int = MAX_SHOWN) -> str:
+    """``repr`` of a value from the file, safe to print: control characters escaped, cut to ``limit``."""
+    r = repr(v)
+    return r if len(r) <= limit else r[: limit - 3] + "..."
+
+
+class DuplicateKeyError(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
+    """``json.loads`` keeps the last of two equal keys silently; a config saying two things is refused."""
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise DuplicateKeyError(k)
+        out[k] = v
+    return out
+
+
 def _tname(v: Any) -> str:
     return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null",
             int: "integer", float: "number"}.get(type(v), type(v).__name__)
@@ -110,7 +137,7 @@ def model_type_of(data: dict, label: str) -> str:
     if mt is None:
         raise InputError(f"{label}: no 'model_type' key; mlx-lm picks the model class from it")
     if not isinstance(mt, str) or not mt.strip():
-        raise InputError(f"{label}: 'model_type' must be a non-empty string, got {mt!r}")
+        raise InputError(f"{label}: 'model_type' must be a non-empty string, got {shown(mt)}")
     return mt
 
 
@@ -190,13 +217,14 @@ class Reader:
         missing = sorted(k for k in self.spec.required if k not in self.data and k not in self.injected)
         if missing:
             raise UnsupportedError(
-                f"unsupported: model_type {self.data.get('model_type', self.module)!r}: {self.label} lacks "
+                f"unsupported: model_type {shown(self.data.get('model_type', self.module))}: {self.label} lacks "
                 f"{', '.join(repr(self.prefix + m) for m in missing)}, which mlx-lm's {self.spec.cls} requires "
                 "(mlx_lm.load raises TypeError)"
             )
 
     # --- typed reads ----------------------------------------------------------------------
-    def int(self, key: str, *, minimum: int = 1, allow_none: bool = False, required: bool = True):
+    def int(self, key: str, *, minimum: int = 1, allow_none: bool = False, required: bool = True,
+            maximum: int | None = None):
         v = self.raw(key)
         if v is _MISSING:
             if not required:
@@ -212,9 +240,11 @@ class Reader:
             raise InputError(f"{self.label}: {self.prefix}{key} is null; mlx-lm needs an integer here")
         if isinstance(v, bool) or not isinstance(v, int):  # 128.0 too: nn.Linear needs an int
             raise InputError(
-                f"{self.label}: {self.prefix}{key} must be an integer >= {minimum}, got {_tname(v)} {v!r}")
+                f"{self.label}: {self.prefix}{key} must be an integer >= {minimum}, got {_tname(v)} {shown(v)}")
         if v < minimum:
-            raise InputError(f"{self.label}: {self.prefix}{key} must be an integer >= {minimum}, got {v}")
+            raise InputError(f"{self.label}: {self.prefix}{key} must be an integer >= {minimum}, got {shown(v)}")
+        if maximum is not None and v > maximum:
+            raise InputError(f"{self.label}: {self.prefix}{key} = {shown(v)} is out of range (at most {maximum})")
         self.used[key] = self.where(key)
         return v
 
@@ -228,6 +258,8 @@ class Reader:
             return None
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
             raise InputError(f"{self.label}: {self.prefix}{key} must be a list of strings, got {_tname(v)}")
+        if len(v) > MAX_LAYERS:
+            raise InputError(f"{self.label}: {self.prefix}{key} has {len(v)} entries (at most {MAX_LAYERS} layers)")
         self.used[key] = self.where(key)
         return list(v)
 
@@ -245,7 +277,7 @@ class Reader:
         if v is None:
             return None
         if not isinstance(v, bool):
-            raise InputError(f"{self.label}: {self.prefix}{key} must be true or false, got {v!r}")
+            raise InputError(f"{self.label}: {self.prefix}{key} must be true or false, got {shown(v)}")
         self.used[key] = self.where(key)
         return v
 
@@ -269,7 +301,7 @@ def read_dtype(top: dict, text: dict | None, label: str, text_prefix: str) -> tu
                 continue
             n = normalize_dtype(v)
             if n is None:
-                raise InputError(f"{label}: {pre}{key} = {v!r} is not a dtype mlx-lm runs activations in "
+                raise InputError(f"{label}: {pre}{key} = {shown(v)} is not a dtype mlx-lm runs activations in "
                                  "(bfloat16, float16, float32)")
             return n, f"{label}: {pre}{key} = {v}"
     return None, ""
@@ -291,9 +323,9 @@ def read_quantization(top: dict, label: str) -> tuple[dict | None, str, list[str
         bits, gs = q.get("bits"), q.get("group_size")
         if bits is not None:
             if isinstance(bits, bool) or not isinstance(bits, int) or bits not in (2, 3, 4, 5, 6, 8):
-                raise InputError(f"{label}: {key}.bits must be one of 2, 3, 4, 5, 6, 8, got {bits!r}")
+                raise InputError(f"{label}: {key}.bits must be one of 2, 3, 4, 5, 6, 8, got {shown(bits)}")
             if gs is not None and (isinstance(gs, bool) or not isinstance(gs, int) or gs <= 0):
-                raise InputError(f"{label}: {key}.group_size must be a positive integer, got {gs!r}")
+                raise InputError(f"{label}: {key}.group_size must be a positive integer, got {shown(gs)}")
             out = {"bits": bits}
             if gs is not None:
                 out["group_size"] = gs
@@ -304,7 +336,7 @@ def read_quantization(top: dict, label: str) -> tuple[dict | None, str, list[str
             return out, f"{label}: {key}", notes
         method = q.get("quant_method")
         if method is not None:
-            notes.append(f"{label}: {key}.quant_method = {method!r} (Hugging Face format): weight bits not taken "
+            notes.append(f"{label}: {key}.quant_method = {shown(method)} (Hugging Face format): weight bits not taken "
                          "from it; the KV cache is unaffected")
             return None, "", notes
     return None, "", notes

@@ -127,6 +127,32 @@ def _ranges(xs: list[int]) -> str:
 
 # --------------------------------------------------------------------------------------------------
 # a config against the registry
+
+#: Fields a reviewed YAML variant fills over config.json (precedence YAML > config.json). The fields that
+#: shape the cache (layers, heads, widths, MLA, dtype) stay the config's: it is the checkpoint on disk.
+YAML_FILLS = ("weights", "max_context", "moe", "hidden_size", "intermediate_size", "vocab_size",
+              "tie_word_embeddings")
+
+
+def fill_from_yaml(profile: Profile, yp: Profile, yaml_where: dict[str, str]) -> tuple[Profile, list[str]]:
+    """``profile`` (from a config) with ``YAML_FILLS`` fields taken from the matching YAML variant ``yp``."""
+    cfg_src = Source("config.json", {f: getattr(profile, f) for f in YAML_FILLS}, dict(profile.provenance))
+    yml_src = Source("yaml-variant", {f: getattr(yp, f) for f in YAML_FILLS}, yaml_where)
+    values, where = merge_fields(cfg_src, yml_src)
+    notes = [f"{f}: YAML {values[f]!r} ({where[f]}) used over config.json {getattr(profile, f)!r}"
+             for f in YAML_FILLS if f in values and getattr(profile, f) is not None and values[f] != getattr(profile, f)]
+    changed = {f: values[f] for f in values if values[f] != getattr(profile, f)}
+    if not changed and not yp.ids:
+        return profile, notes
+    prov = dict(profile.provenance)
+    prov.update({f: where[f] for f in changed})
+    ids = tuple(dict.fromkeys((*profile.ids, *yp.ids)))
+    variant = profile.variant.model_copy(update=changed) if profile.variant is not None else None
+    return dataclasses.replace(profile, provenance=prov, ids=ids, aliases=tuple(yp.aliases), variant=variant,
+                               **changed), notes
+
+
+
 # --------------------------------------------------------------------------------------------------
 
 
@@ -166,10 +192,8 @@ def match_registry(profile: Profile, registry, hints: list[str]) -> tuple[Profil
                 parts.append(f"{f}: config.json has {vc!r} ({cw}), YAML has {vy!r} ({yl})")
             notes.append(f"config answers to registry variant {name!r} by id {hint!r} but disagrees with it: "
                          + "; ".join(parts) + " - the config's values are used")
-        if filled.weights is None and yp.weights is not None:
-            prov = dict(filled.provenance)
-            prov["weights"] = yaml_provenance(registry, name).get("weights", src)
-            filled = dataclasses.replace(filled, weights=yp.weights, provenance=prov)
+        filled, fnotes = fill_from_yaml(filled, yp, yaml_provenance(registry, name))
+        notes.extend(fnotes)
     others = [n for n in same if n not in by_id]
     if others:
         shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import InputError, UnsupportedError
-from .config import Reader, spec
-from .layout import build_layers
+from .config import MAX_LAYERS, Reader, shown, spec
 from .mlx_specs import KNOWN_UNMODELLED, MLX_LM_VERSION
 
 
@@ -72,7 +71,7 @@ def _heads(c: Ctx) -> tuple[int, int]:
         n_kv = n_q
         where = f"= num_attention_heads ({r.spec.cls}.__post_init__ fills a missing num_key_value_heads)"
     if n_q % n_kv:
-        raise UnsupportedError(f"unsupported: model_type {c.model_type!r}: num_attention_heads {n_q} is not a "
+        raise UnsupportedError(f"unsupported: model_type {shown(c.model_type)}: num_attention_heads {n_q} is not a "
                                f"multiple of num_key_value_heads {n_kv} (mx.fast.scaled_dot_product_attention "
                                "needs whole query groups)")
     c.d.put("num_heads", n_q, r.where("num_attention_heads"))
@@ -108,7 +107,7 @@ def _head_dim(c: Ctx, n_q: int, rule: str | None = None) -> int:
 
 
 def _num_layers(c: Ctx) -> int:
-    n = c.r.int("num_hidden_layers")
+    n = c.r.int("num_hidden_layers", maximum=MAX_LAYERS)
     c.d.put("num_layers", n, c.r.where("num_hidden_layers"))
     return n
 
@@ -176,7 +175,7 @@ def _window(c: Ctx, key: str = "sliding_window") -> int:
     w = c.r.int(key, allow_none=True, required=False)
     if w is None:
         raise UnsupportedError(
-            f"unsupported: model_type {c.model_type!r}: sliding layers need {c.r.prefix}{key}, and the config "
+            f"unsupported: model_type {shown(c.model_type)}: sliding layers need {c.r.prefix}{key}, and the config "
             "gives none (mlx-lm would build RotatingKVCache(max_size=None) and fail on the first update)")
     return w
 
@@ -213,7 +212,7 @@ def rule_llama_like(c: Ctx, *, honour_sliding: bool = True, who: str | None = No
     ``make_cache``. ``layer_types.index("full_attention")`` must succeed (mask of the first full layer).
     """
     r, d = c.r, c.d
-    n_hidden = r.int("num_hidden_layers")
+    n_hidden = r.int("num_hidden_layers", maximum=MAX_LAYERS)
     n_q, n_kv = _heads(c)
     _head_dim(c, n_q)
     types = r.str_list("layer_types")
@@ -230,7 +229,7 @@ def rule_llama_like(c: Ctx, *, honour_sliding: bool = True, who: str | None = No
                            f"{n_hidden}; mlx-lm builds one block per layer_types entry")
     if "full_attention" not in types:
         raise UnsupportedError(
-            f"unsupported: model_type {c.model_type!r}: layer_types has no 'full_attention' entry; mlx-lm's "
+            f"unsupported: model_type {shown(c.model_type)}: layer_types has no 'full_attention' entry; mlx-lm's "
             "llama.py looks up the first full-attention layer and raises ValueError")
     d.put("num_layers", len(types), where)
     sliding = [t == "sliding_attention" for t in types]
@@ -279,7 +278,7 @@ def rule_gemma3_text(c: Ctx) -> None:
 
 def rule_gpt_oss(c: Ctx) -> None:
     r, d = c.r, c.d
-    n = r.int("num_hidden_layers")
+    n = r.int("num_hidden_layers", maximum=MAX_LAYERS)
     n_q, n_kv = _heads(c)
     _head_dim(c, n_q)
     types = r.str_list("layer_types")
@@ -373,10 +372,10 @@ def _linear_state(c: Ctx) -> dict:
     dk, dv = r.int("linear_key_head_dim"), r.int("linear_value_head_dim")
     k = r.int("linear_conv_kernel_dim")
     if nv % nk:
-        raise UnsupportedError(f"unsupported: model_type {c.model_type!r}: linear_num_value_heads {nv} is not a "
+        raise UnsupportedError(f"unsupported: model_type {shown(c.model_type)}: linear_num_value_heads {nv} is not a "
                                f"multiple of linear_num_key_heads {nk} (mlx-lm's GatedDeltaNet raises ValueError)")
     if k < 2:
-        raise UnsupportedError(f"unsupported: model_type {c.model_type!r}: linear_conv_kernel_dim {k} leaves no "
+        raise UnsupportedError(f"unsupported: model_type {shown(c.model_type)}: linear_conv_kernel_dim {k} leaves no "
                                "conv state")
     return {"kind": "state", "tensors": [
         {"name": "conv", "shape": [k - 1, 2 * nk * dk + nv * dv], "dtype": "model"},
@@ -428,8 +427,10 @@ def rule_nemotron_h(c: Ctx) -> None:
         where = r.where("layers_block_type" if r.has("layers_block_type") else "layer_types")
     if isinstance(pat, list) and all(isinstance(x, str) and len(x) == 1 for x in pat):
         pat = "".join(pat)
+    if isinstance(pat, str) and len(pat) > MAX_LAYERS:
+        raise InputError(f"{c.label}: {r.prefix}hybrid_override_pattern has {len(pat)} blocks (at most {MAX_LAYERS})")
     if not isinstance(pat, str) or not pat:
-        raise InputError(f"{c.label}: {r.prefix}hybrid_override_pattern must be a string such as 'M-M*', got {pat!r}")
+        raise InputError(f"{c.label}: {r.prefix}hybrid_override_pattern must be a string such as 'M-M*', got {shown(pat)}")
     bad = sorted(set(pat) - set("M*-E"))
     if bad:
         raise UnsupportedError(f"unsupported: model_type 'nemotron_h': block characters {bad} in "
@@ -540,5 +541,5 @@ def unsupported_reason(model_type: str, module: str) -> str:
     else:
         why = ("no cache-layout rule for this mlx-lm module yet (supported: "
                + ", ".join(supported_modules()) + ")")
-    shown = model_type if model_type == module else f"{model_type} (mlx-lm module {module})"
-    return f"unsupported: model_type {shown}: {why}"
+    what = shown(model_type) if model_type == module else f"{shown(model_type)} (mlx-lm module {shown(module)})"
+    return f"unsupported: model_type {what}: {why}"

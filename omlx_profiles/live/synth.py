@@ -455,13 +455,12 @@ def _gemma3_text_cfg(s: _Sizes) -> dict:
     p = s.profile
     roles = layer_roles(p)
     _only(p, roles, {"full", "sliding"})
-    a = _attn(p)
-    pattern = _period(p, roles, "full") if "sliding" in roles else 1
-    cfg = _base(s, "gemma3_text", heads=s.q_heads(a.n_kv), n_kv=a.n_kv)
-    cfg.update(head_dim=a.k, query_pre_attn_scalar=float(a.k), sliding_window_pattern=pattern,
-               sliding_window=_window(p) or 4096)
     if "full" not in roles:
-        raise SynthError(f"{p.name}: gemma3 always has a global layer every sliding_window_pattern layers")
+        raise SynthError(f"{p.name}: gemma3 has a global layer every sliding_window_pattern layers; none is declared")
+    a = _attn(p)
+    cfg = _base(s, "gemma3_text", heads=s.q_heads(a.n_kv), n_kv=a.n_kv)
+    cfg.update(head_dim=a.k, query_pre_attn_scalar=float(a.k), sliding_window_pattern=_period(p, roles, "full"),
+               sliding_window=_window(p) or 4096)
     return cfg
 
 
@@ -537,7 +536,7 @@ def _qwen3_5(s: _Sizes, model_type: str) -> dict:
                     shared_expert_intermediate_size=w if sh else 0, decoder_sparse_step=1, norm_topk_prob=True)
     else:
         text.update(num_experts=0, num_experts_per_tok=0)
-    return {"model_type": model_type, "text_config": text, "tie_word_embeddings": text["tie_word_embeddings"]}
+    return {"model_type": model_type, "text_config": text}
 
 
 def _mla_common(s: _Sizes, model_type: str, heads: int) -> dict:
@@ -636,20 +635,20 @@ def _nemotron_h(s: _Sizes) -> dict:
 
 
 def _lfm2(s: _Sizes) -> dict:
+    """lfm2: the conv state is (conv_L_cache - 1, hidden_size) and attention heads are hidden / num_heads wide,
+    so hidden_size comes from the state shape and the query-head count from hidden / head_dim."""
     p = s.profile
     roles = layer_roles(p)
     _only(p, roles, {"state", "full"})
     a = _attn(p)
+    if a is None:
+        raise SynthError(f"{p.name}: lfm2 needs at least one attention layer (its model indexes the first one)")
     if "state" in roles:
         conv = _conv_dims(p)
-        hidden = conv["hidden_size"]
+        l_cache, hidden = conv["conv_L_cache"], conv["hidden_size"]
     else:
-        conv = {"conv_L_cache": 3}
-        hidden = s.hidden if a is None else None
-    if a is None:
-        raise SynthError(f"{p.name}: lfm2 needs at least one attention layer")
-    if hidden is None:
-        hidden = (s.q_heads(a.n_kv) * a.k) if s.shrink else s.need("hidden_size")
+        l_cache = 3
+        hidden = s.q_heads(a.n_kv) * a.k if s.shrink else s.need("hidden_size")
     if hidden % a.k:
         raise SynthError(f"{p.name}: lfm2 attention heads are hidden_size / num_attention_heads; {hidden} is not a multiple of {a.k}")
     heads = hidden // a.k
@@ -657,7 +656,7 @@ def _lfm2(s: _Sizes) -> dict:
         raise SynthError(f"{p.name}: {heads} query heads (hidden {hidden} / head_dim {a.k}) not a multiple of {a.n_kv} KV heads")
     cfg = _base(s, "lfm2", hidden=hidden, heads=heads, n_kv=a.n_kv)
     cfg.update(
-        conv_L_cache=conv["conv_L_cache"],
+        conv_L_cache=l_cache,
         layer_types=["conv" if r == "state" else "full_attention" for r in roles],
         norm_eps=1e-5, conv_bias=False, block_dim=hidden, block_ff_dim=s.inter, block_multiple_of=256,
         block_ffn_dim_multiplier=1.0, block_auto_adjust_ff_dim=False,

@@ -29,6 +29,7 @@ from .routes import KernelRoutes, tiled_state
 # cache and every kL-dependent term only grow), plus the first (nothing held yet, but the longest chunk).
 _TAIL_CALLS = 3
 SMALL_ARRAYS = 64 * 1024
+MAX_CALLS = 1 << 20  # a replay longer than this is not a real prompt (16M tokens at chunk 16)
 
 
 @dataclass(frozen=True)
@@ -237,6 +238,9 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
     _, tiled = tiled_state()
     window = kr.executor.window_for(request.chunk)
 
+    if (request.tokens // request.chunk) > MAX_CALLS:
+        raise UnsupportedError(f"unsupported: {request.tokens} tokens in chunks of {request.chunk} is more than "
+                               f"{MAX_CALLS} prefill calls; use a larger chunk")
     prefix_calls = calls_for(request.cached, "generate", request.chunk) if request.cached else []
     calls = calls_for(request.new_tokens, request.schedule, request.chunk)
     if request.cached and request.schedule == "generate" and request.new_tokens == 1:

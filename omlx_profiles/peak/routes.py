@@ -40,10 +40,10 @@ _SPEC = re.compile(r"^\s*(==|!=|>=|<=|>|<)\s*(\d+(?:\.\d+){0,2})\s*$")
 def parse_version(text: str) -> tuple[int, int, int]:
     """``"0.32.4"`` -> (0, 32, 4); ``"0.32"`` -> (0, 32, 0). Suffixes (``.dev``, ``+cuda``) are ignored."""
     if not isinstance(text, str):
-        raise InputError(f"mlx version must be a string like '0.32.4', got {text!r}")
+        raise InputError(f"--mlx-version must be a string like '0.32.4', got {text!r}")
     m = _VER.match(text)
     if not m:
-        raise InputError(f"mlx version {text!r} is not of the form MAJOR.MINOR[.PATCH]")
+        raise InputError(f"--mlx-version {text!r} is not an MLX version of the form MAJOR.MINOR[.PATCH] (e.g. 0.32.4)")
     return tuple(int(g or 0) for g in m.groups())  # type: ignore[return-value]
 
 

@@ -427,10 +427,15 @@ def _linear_attention(p: Profile, lt: LayerType, entry: CacheEntry, step: EntryS
             # ssm_attn, per 256-token block: CB repeated to (H, 256, 256) in the model dtype, and four
             # fp32 (H, 256, 256) arrays live together: segsum's repeat/tril, its cumsum, exp(segsum)
             # (the decay, read twice so never donated) and CB * decay; plus the next state
+            # and the (256, H, head_dim) fp32 products dt*x, dt*x*decay, y and y_prev, B repeated to
+            # (H, N, 256) in the model dtype, next_state and decay*state (fp32, state-sized)
             blocks = -(-S // 256)
             blk = min(S, 256)
-            per_block = heads * blk * blk * (4 * 4 + s) + 2 * d.ssm_elems * 4
-            items.append(Item("mamba.ssm_blocks", blocks * per_block, blocks * 14, blocks * 10,
+            n_state = d.ssm_shape[2] if len(d.ssm_shape) == 3 else 1
+            per_block = (heads * blk * blk * (4 * 4 + s) + 4 * blk * nvdv * 4 + heads * n_state * blk * s
+                         + 2 * d.ssm_elems * 4)
+            # after the blocks: y cast back per block, concatenated, plus x * D (model dtype)
+            items.append(Item("mamba.ssm_blocks", blocks * per_block + 3 * S * nvdv * s, blocks * 14 + 3, blocks * 10,
                               out=S * nvdv * s + d.ssm_elems * 4))
         if not cache_only:
             items.append(Item("mamba.out_norm", S * nvdv * s * 3, 5, out=S * nvdv * s))
