@@ -434,8 +434,7 @@ def _linear_attention(p: Profile, lt: LayerType, entry: CacheEntry, step: EntryS
             n_state = d.ssm_shape[2] if len(d.ssm_shape) == 3 else 1
             per_block = (heads * blk * blk * (4 * 4 + s) + 4 * blk * nvdv * 4 + heads * n_state * blk * s
                          + 2 * d.ssm_elems * 4)
-            # after the blocks: y cast back per block, concatenated, plus x * D (model dtype)
-            items.append(Item("mamba.ssm_blocks", blocks * per_block + 3 * S * nvdv * s, blocks * 14 + 3, blocks * 10,
+            items.append(Item("mamba.ssm_blocks", blocks * per_block, blocks * 14, blocks * 10,
                               out=S * nvdv * s + d.ssm_elems * 4))
         if not cache_only:
             items.append(Item("mamba.out_norm", S * nvdv * s * 3, 5, out=S * nvdv * s))
