@@ -34,7 +34,7 @@ from omlx_profiles.live.probe import (  # noqa: E402
     run_schedule,
 )
 
-CONFIGS = Path(__file__).resolve().parents[2] / "shared" / "configs"
+CONFIGS = Path(__file__).resolve().parent / "configs"  # copy of shared/configs
 ALL_CONFIGS = sorted(CONFIGS.glob("*.json")) if CONFIGS.is_dir() else []
 
 
