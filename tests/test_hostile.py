@@ -7,8 +7,8 @@ How a case is judged: ``tests/hostile/harness.py``. The corpus: ``tests/hostile/
 cases and the mutation matrix are generated here, so nothing big is committed.
 
 Cases that still fail because of a bug in a module another issue owns are listed in ``PENDING`` with the
-owner and the reason; they run as non-strict xfail (an XPASS in the summary means the fix landed and the
-entry can go).
+owner and the reason; they run as strict xfail, so a fix that lands fails the run until its entry goes.
+All entries of session 1 were fixed; the lists are empty.
 """
 from __future__ import annotations
 
@@ -25,33 +25,8 @@ from .hostile.harness import (CONFIG_DIR, EXIT_INVALID, EXIT_USAGE, OK_DIR, YAML
 # Known failures in files this issue does not own: case -> (owner, what is wrong). ``hang`` cases are
 # not run at all (they would each burn the full deadline).
 # --------------------------------------------------------------------------------------------------
-PENDING: dict[str, tuple[str, str]] = {
-    "config/layers_huge_int.json": (
-        "issue 4 (extract.py)",
-        "num_hidden_layers 10**30 reaches Profile.from_variant: OverflowError, internal error; bound it (loader.MAX_LAYERS)"),
-    "config/duplicate_key.json": (
-        "issue 4 (extraction/config.py)",
-        "json.loads keeps the last of two 'num_hidden_layers' silently; use object_pairs_hook to refuse duplicates"),
-    "config/control_chars_in_values.json": (
-        "issue 4 (extract.py / extraction/rules.py unsupported_reason)",
-        "an ESC byte of model_type is printed raw to the terminal (use repr)"),
-    "config/model_type_10k.json": (
-        "issue 4 (extraction/rules.py unsupported_reason)",
-        "the 10k-character model_type is echoed whole; cut it"),
-    "config/long_string_value": (
-        "issue 4 (extraction/rules.py unsupported_reason)",
-        "a 1 MB model_type is echoed whole into the error (1 MB on stderr); cut it"),
-}
-# ``unsupported: model_type X: ...`` does not say which file (the user may pass several, or a directory).
-for _n in ("auto_map_remote_code.json", "layer_types_wrong_length.json", "model_type_dunder.json",
-           "model_type_path.json", "model_type_unknown.json"):
-    PENDING[f"config/{_n}"] = ("issue 4 (extract.py / extraction/rules.py)",
-                               "the 'unsupported: ...' sentence does not name the config file it is about")
-HANGS: dict[str, tuple[str, str]] = {
-    "config/layers_ten_million.json": (
-        "issue 4 (extract.py)",
-        "num_hidden_layers 10**7 is accepted: building the profile and estimating take > 60 s; bound it"),
-}
+PENDING: dict[str, tuple[str, str]] = {}  # every case listed here in session 1 was fixed
+HANGS: dict[str, tuple[str, str]] = {}  # layers_ten_million now fails in < 1 s
 
 
 def _param(case: str, *values):
@@ -60,7 +35,7 @@ def _param(case: str, *values):
         return pytest.param(*values, id=case, marks=pytest.mark.xfail(reason=f"{owner}: {why}", run=False))
     if case in PENDING:
         owner, why = PENDING[case]
-        return pytest.param(*values, id=case, marks=pytest.mark.xfail(reason=f"{owner}: {why}", strict=False))
+        return pytest.param(*values, id=case, marks=pytest.mark.xfail(reason=f"{owner}: {why}", strict=True))
     return pytest.param(*values, id=case)
 
 
@@ -528,10 +503,7 @@ EXPECT_ID = {
     "del": "model id", "c1_control": "model id", "newline": "model id", "len_301": "model id",
     "len_10k": "model id", "rtl_override": "model id", "zero_width": "model id", "bom": "model id",
 }
-ID_PENDING = {
-    "tilde_unknown_user": ("lead (cli/common.py _looks_like_path)",
-                           "Path('~nosuchuser/...').expanduser() raises RuntimeError: internal error"),
-}
+ID_PENDING: dict[str, tuple[str, str]] = {}
 
 
 def _id_params():
@@ -539,7 +511,7 @@ def _id_params():
     for k, v in MODEL_IDS.items():
         if k in ID_PENDING:
             owner, why = ID_PENDING[k]
-            out.append(pytest.param(k, v, id=k, marks=pytest.mark.xfail(reason=f"{owner}: {why}", strict=False)))
+            out.append(pytest.param(k, v, id=k, marks=pytest.mark.xfail(reason=f"{owner}: {why}", strict=True)))
         else:
             out.append(pytest.param(k, v, id=k))
     return out
@@ -594,14 +566,7 @@ ARG_CASES = [
 ]
 # Values that are in range for the parser but still wrong for the request; the command must refuse
 # them (not answer a number) with exit 2.
-ARG_ZERO_PENDING = {
-    ("estimate", "--tokens", "0"): ("lead (cli/common.py tokens_arg)",
-                                    "--tokens 0 is accepted and prints 0 bytes; a prompt has at least one token"),
-    ("estimate", "--tokens", "١٢٨"): ("issue 6 (units.py parse_tokens)",
-                                       "\\d matches non-ASCII digits: '١٢٨' (Arabic-Indic) is read as 128; use re.ASCII"),
-    ("estimate", "--tokens", "１２８"): ("issue 6 (units.py parse_tokens)",
-                                       "\\d matches full-width digits: '１２８' is read as 128; use re.ASCII"),
-}
+ARG_ZERO_PENDING: dict[tuple, tuple[str, str]] = {}
 
 
 def _arg_params():
@@ -613,7 +578,7 @@ def _arg_params():
             if key in ARG_ZERO_PENDING:
                 owner, why = ARG_ZERO_PENDING[key]
                 out.append(pytest.param(command, option, v, id=pid,
-                                        marks=pytest.mark.xfail(reason=f"{owner}: {why}", strict=False)))
+                                        marks=pytest.mark.xfail(reason=f"{owner}: {why}", strict=True)))
             else:
                 out.append(pytest.param(command, option, v, id=pid))
     return out

@@ -96,21 +96,15 @@ def test_kv_report_schedule(profile, schedule):
     _is_input_error(e, "schedule")
 
 
-_KV_PENDING = "lead (kv.py kv_report)"
 
 
-@pytest.mark.parametrize("dtype", ["int8", pytest.param("", marks=pytest.mark.xfail(
-    reason=f"{_KV_PENDING}: `dtype or profile.dtype` silently replaces '' by the profile's dtype; test `is None`")),
-    "BF16 ", 2, pytest.param(["bf16"], marks=pytest.mark.xfail(
-        reason=f"{_KV_PENDING}: an unhashable dtype raises TypeError from `dt not in DTYPE_BYTES`"))])
+@pytest.mark.parametrize("dtype", ["int8", "", "BF16 ", 2, ["bf16"]])
 def test_kv_report_dtype(profile, dtype):
     with pytest.raises(InputError) as e:
         kv_report(profile, 100, dtype=dtype)
     _is_input_error(e, "dtype")
 
 
-@pytest.mark.xfail(reason=f"{_KV_PENDING}: a quant that is not a KVQuant raises AttributeError ('int' object has "
-                          "no attribute 'start'); check isinstance(quant, KVQuant)")
 @pytest.mark.parametrize("quant", [4, "4bit", {"bits": 4}, True],
                          ids=["int", "str", "dict", "bool"])
 def test_kv_report_quant_must_be_kvquant(profile, quant):
@@ -140,8 +134,6 @@ def test_estimator_kv_bytes(profile, key):
         kv_bytes(profile, BAD_COUNTS[key])
 
 
-@pytest.mark.xfail(reason="issue 5 (estimator.py Estimator.__init__): any object is accepted and the first "
-                          "estimate fails with AttributeError ('NoneType' object has no attribute 'dtype')")
 @pytest.mark.parametrize("what", [None, "meta-llama/Llama-3.1-8B-Instruct", 42, {}])
 def test_estimator_needs_a_profile(what):
     """A wrong object is refused where it is given, not as an AttributeError on the first estimate."""

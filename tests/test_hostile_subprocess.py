@@ -69,9 +69,6 @@ def _limit_memory():  # the child may use 3 GiB of address space: a runaway list
     resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 
 
-@pytest.mark.xfail(reason="lead (rows.py calls_for / kv.py): the rows replay builds a list of tokens/chunk calls; "
-                          "--tokens 1000000000 --chunk 1 needs ~10**9 ints (GBs, minutes). Bound tokens/chunk or "
-                          "replay identical chunks in closed form", strict=False)
 def test_tiny_chunk_huge_prompt_finishes():
     code = ("import sys; from omlx_profiles.cli.main import main; "
             f"sys.exit(main(['estimate', {MODEL!r}, '--tokens', '1000000000', '--chunk', '1']))")
