@@ -378,6 +378,23 @@ class ChunkWindow(Strict):
     ops: PosInt
 
 
+class GraphCommit(Strict):
+    """MLX's CUDA backend: when the host commits the CUDA graph it is encoding, and how many committed
+    graphs it lets run ahead of the GPU. Every input of every op of a committed graph stays allocated
+    until the GPU has finished that graph, so these numbers set how many layers' temporaries are live."""
+
+    max_nodes: PosInt = Field(description="a graph is committed after the op that takes it past this many kernel "
+                                          "nodes (node_count_ > max_ops_per_graph; MLX_MAX_OPS_PER_BUFFER)")
+    max_mega_elements: PosInt = Field(description="... or past this many Mi-elements of kernel inputs "
+                                                  "((bytes_in_graph_ >> 20) > max_mb_per_graph; MLX_MAX_MB_PER_BUFFER; "
+                                                  "counted in elements, once per kernel that reads an array)")
+    max_inflight_graphs: PosInt = Field(description="eval_impl waits for the oldest graph once more than this many "
+                                                    "are in flight (MAX_ACTIVE_TASKS)")
+    margin_graphs: NonNegInt = Field(0, description="graphs added to max_inflight_graphs on the safe side (calibrated: "
+                                                    "what the measured peaks needed beyond the exact cap)")
+    source: str = Field(min_length=1, description="where the numbers come from")
+
+
 class Executor(Strict):
     """How far the backend's host thread allocates ahead of the device.
 
@@ -394,6 +411,9 @@ class Executor(Strict):
                     "query length wins; beyond the last, the last); empty: inflight_ops for every call")
     op_weight: PosInt = Field(1, description="window units one computing op takes (CPU: 2 dispatches, compute + release)")
     view_weight: NonNegInt = Field(0, description="window units one view op (reshape, broadcast, slice) takes (CPU: 1 dispatch)")
+    graph_commit: GraphCommit | None = Field(
+        None, description="CUDA: the live set is bounded by graph commits; inflight_ops is then the second bound (how "
+                          "far the host gets ahead in time on the measured device), and the smaller live set wins")
     kv_copy_all_layers: bool = Field(
         False, description="the old KV buffer of every growing layer is still held at the peak (else: only the in-flight layers')")
     source: str = Field(min_length=1, description="how the number was derived or measured")

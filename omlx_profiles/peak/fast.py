@@ -61,6 +61,11 @@ class FastPeak:
             self._lines.clear()
             self._exact.cache_clear()
             self._tiled_gen = tiled_state()[0]
+        if self.routes.executor.graph_commit is not None:
+            # CUDA: the live set follows graph-commit boundaries, which move with kL, so the per-position
+            # lines do not hold; answer exactly, memoized per 256 tokens (rounded up: the safe side)
+            up = -(-new_tokens // STEP) * STEP
+            return self._exact(up, chunk, cached)
         L = self._lines.get(chunk)
         if L is None:
             L = self._lines[chunk] = self._build(chunk)

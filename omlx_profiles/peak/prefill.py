@@ -354,7 +354,17 @@ def _call_peak(p: Profile, ci: int, s: int, offset: int, steps: dict, kr: Kernel
         if direct:
             items.append(T.Item("logits", s * (p.vocab_size or 0) * act, 1))
     ex = kr.executor
-    wmax, wterms = T.window_max(items, ex.window_for(s), ex.op_weight, ex.view_weight)
+    if ex.graph_commit is not None:
+        # two limits on how far the host runs ahead: the graph-commit cap (exact, from MLX's source) and
+        # how far it gets in time on this device (the op window measured per chunk size); the smaller wins
+        gc = ex.graph_commit
+        wmax, wterms = T.graph_window_max(items, gc.max_nodes, gc.max_mega_elements,
+                                          gc.max_inflight_graphs + gc.margin_graphs, act)
+        w2, t2 = T.window_max(items, ex.window_for(s), ex.op_weight, ex.view_weight)
+        if w2 < wmax:
+            wmax, wterms = w2, t2
+    else:
+        wmax, wterms = T.window_max(items, ex.window_for(s), ex.op_weight, ex.view_weight)
     pinned = _pinned(p, steps, s, act)
     routes = _routes_used(p, steps, ctx)
     kv_len = max((st.kv_len for sts in steps.values() for st in sts), default=offset + s)

@@ -27,8 +27,9 @@ the new buffers of layers the window has not reached yet are not allocated yet).
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
-from math import prod
+from math import ceil, prod
 
 from ..dtypes import DTYPE_BYTES
 from ..errors import UnsupportedError
@@ -62,6 +63,9 @@ class Item:
     carry: int = 0  # output bytes that stay alive while the next ``carry_items`` items run
     carry_items: int = 0
     out: int = -1  # bytes of the item's final output, alive until the next item has run (-1: ``bytes``)
+    elems: int | tuple = 0  # elements of every kernel input, summed per kernel (CUDA's graph-commit counter);
+    # a tuple gives them per op (``ops`` entries), an int spreads them evenly
+    nodes: int = -1  # CUDA graph nodes (kernels) the item's ops add (-1: ``ops``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,68 +99,91 @@ class CallContext:
 # --------------------------------------------------------------------------------------------------
 
 
-def _fast(ctx: CallContext, op: str, input_bytes: int, count: int = 1) -> Item:
-    # ``input_bytes`` is the total over the ``count`` calls (q and k: two rope calls)
+def _fast(ctx: CallContext, op: str, input_bytes: int, count: int = 1, weight: int = 0) -> Item:
+    # ``input_bytes`` is the total over the ``count`` calls (q and k: two rope calls); ``weight``: the
+    # norm weight's elements per call
     """An ``mx.fast`` op (rms_norm, rope): one fused kernel writing its output, or the backend's
     decomposition (``fast_ops`` in the kernel table: peak in units of the input bytes, op count)."""
+    elems = input_bytes // ctx.act + weight * count
     cost = getattr(ctx.routes.fast_ops, op, None)
     if cost is None:
-        return Item(op, input_bytes, count)
+        return Item(op, input_bytes, count, elems=elems)
     mult = cost.transient.get(ctx.dtype, cost.transient.get("fp32", 1.0))
     ops = cost.ops_half if (ctx.dtype != "fp32" and cost.ops_half) else cost.ops
-    return Item(op, int(input_bytes * mult), ops * count, cost.views * count, out=input_bytes)
+    return Item(op, int(input_bytes * mult), ops * count, cost.views * count, out=input_bytes, elems=elems)
 
 
 def _sdpa(ctx: CallContext, call: SdpaCall, *, family: str) -> list[Item]:
-    """SDPA of one layer as routed by the kernel table; mask arrays built by mlx-lm are pinned elsewhere."""
+    """SDPA of one layer as routed by the kernel table; mask arrays built by mlx-lm are pinned elsewhere.
+
+    ``elems`` (what CUDA's graph-commit counter adds): q, the whole k and v the call attends to, the mask
+    array, and on the fallback the score matrix once per op that reads it (mask, softmax, P @ V)."""
     r = ctx.routes.route(call, ctx.tiled)
     s = ctx.act
     out = call.n_q * call.q_len * call.v_head_dim * s
     scores = call.n_q * call.q_len * call.kv_len * s
+    q_el = call.n_q * call.q_len * call.head_dim
+    k_el = call.n_kv * call.kv_len * call.head_dim
+    v_el = call.n_kv * call.kv_len * call.v_head_dim
+    sc_el = call.n_q * call.q_len * call.kv_len
+    mask_el = call.q_len * call.kv_len if call.mask in ("bool", "additive") else 0
+    if call.mask == "additive":
+        mask_el = sc_el  # latent MLA passes its (H, qL, kL) positional scores as the mask
     items: list[Item] = []
     if r.route in ("fused", "vector"):
         if call.mask == "bool" and not ctx.routes.supports_bool_mask:
-            items.append(Item("sdpa.bool_mask_to_additive", int(scores * ctx.routes.bool_to_additive_buffers), 3))
-        items.append(Item(f"sdpa.{r.route}_out", out, 1, 1))
+            items.append(Item("sdpa.bool_mask_to_additive", int(scores * ctx.routes.bool_to_additive_buffers), 3,
+                              elems=2 * mask_el + sc_el))
+            mask_el = sc_el
+        items.append(Item(f"sdpa.{r.route}_out", out, 1, 1, elems=q_el + k_el + v_el + mask_el))
         return items
     fb = ctx.routes.fallback
     if r.route == "blocked":
         rows = min(r.q_tile or call.q_len, call.q_len)
         tile = call.n_q * rows * call.kv_len * s
-        items.append(Item("sdpa.blocked_scores_tile", tile + 2 * call.n_q * rows * call.head_dim * s, 3, out=0))
-        items.append(Item("sdpa.blocked_out", out, 1))
+        items.append(Item("sdpa.blocked_scores_tile", tile + 2 * call.n_q * rows * call.head_dim * s, 3, out=0,
+                          elems=q_el + k_el + mask_el))
+        items.append(Item("sdpa.blocked_out", out, 1, elems=v_el))
         return items
     if r.route == "tiled":
         tile = call.n_q * call.q_len * min(r.kv_tile or call.kv_len, call.kv_len) * s
-        items.append(Item("sdpa.tiled_scores_tile", tile, 2, out=0))
-        items.append(Item("sdpa.tiled_out", out, 1))
+        items.append(Item("sdpa.tiled_scores_tile", tile, 2, out=0, elems=q_el + k_el + mask_el))
+        items.append(Item("sdpa.tiled_out", out, 1, elems=v_el))
         return items
     # fallback: q*scale, scores (where/softmax reuse it), output; "causal" builds a bool mask + aranges.
     n_buf = fb.sinks_score_buffers if call.sinks else fb.score_buffers
-    items.append(Item("sdpa.fallback_q_scaled", call.n_q * call.q_len * call.head_dim * s, 1, 1))
-    if call.mask == "causal" and call.q_len > 1:
+    items.append(Item("sdpa.fallback_q_scaled", call.n_q * call.q_len * call.head_dim * s, 1, 1, elems=q_el))
+    causal = call.mask == "causal" and call.q_len > 1
+    if causal:
         items.append(Item("sdpa.fallback_causal_mask",
-                          int(call.q_len * call.kv_len * fb.causal_mask_bytes_per_element) + 4 * (call.q_len + call.kv_len), 3, 5))
+                          int(call.q_len * call.kv_len * fb.causal_mask_bytes_per_element) + 4 * (call.q_len + call.kv_len), 3, 5,
+                          elems=2 * (call.q_len + call.kv_len)))
+        mask_el = call.q_len * call.kv_len
     masked = call.mask != "none" and call.q_len > 1
-    items.append(Item("sdpa.fallback_scores", int(scores * n_buf), (2 + masked) + (2 if call.sinks else 0), 5))
-    items.append(Item("sdpa.fallback_out", out, 1, 3))
+    items.append(Item("sdpa.fallback_scores", int(scores * n_buf), (2 + masked) + (2 if call.sinks else 0), 5,
+                      elems=(q_el + k_el,) + ((sc_el + mask_el,) if masked else ()) + (sc_el,) * (3 if call.sinks else 1)))
+    items.append(Item("sdpa.fallback_out", out, 1, 3, elems=sc_el + v_el))
     return items
 
 
-def _cache_update(entry: CacheEntry, step: EntryStep, act: int) -> Item:
+def _cache_update(entry: CacheEntry, step: EntryStep, act: int, q_len: int = 0) -> Item:
     """What a cache update adds while it runs, beyond the resident old buffer and the rows it adds
     (counted for every layer in ``prefill.py``): a growing ``KVCache`` concatenates the old buffer with a
     zero block into a new buffer, so the old-buffer-sized part of the new one is extra until the old one
-    is freed; a ``RotatingKVCache`` first copies its last window-1 rows (trim), then concatenates."""
+    is freed; a ``RotatingKVCache`` first copies its last window-1 rows (trim), then concatenates.
+    ``elems``: the concatenation reads the old buffer (and the trimmed/zero rows); the slice update
+    writes the call's ``q_len`` new rows into the (donated) buffer."""
     rb = entry.row_elements * act
     extra = step.zero_rows + step.trim_rows + min(step.new_rows, step.old_rows)
     if step.old_rows == 0:
         extra = 0  # first call: the zero buffer becomes the cache in place (slice_update donates)
     elif step.new_rows == step.old_rows and step.trim_rows == 0 and step.zero_rows == 0:
         extra = 0  # in-place slice_update (the call fits in the capacity)
+    update_el = q_len * entry.row_elements
     if extra == 0 and step.zero_rows == 0:
-        return Item("kv_update_copy", 0, 2, 4, out=0)  # two slice_updates and the fetch slices
-    return Item("kv_update_copy", extra * rb, 6, 4, out=0)
+        return Item("kv_update_copy", 0, 2, 4, out=0, elems=update_el)  # two slice_updates and the fetch slices
+    concat_el = (step.old_rows + step.zero_rows + 2 * step.trim_rows) * entry.row_elements
+    return Item("kv_update_copy", extra * rb, 6, 4, out=0, elems=concat_el + update_el)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -186,26 +213,28 @@ def _attention(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallContext,
     n_q = p.num_heads or entry.n_kv
     n_kv, dk, dv = entry.n_kv, entry.k_width, entry.v_width
     fam = p.mlx_model_type
-    items = [_fast(ctx, "rms_norm", S * h * s)]
+    items = [_fast(ctx, "rms_norm", S * h * s, weight=h)]
     if cache_only:
         # the last layer of a prefill chunk: only its K/V reach the evaluated cache state.
-        items.append(Item("qkv_proj", S * n_kv * (dk + dv) * s, 2, 6))
+        items.append(Item("qkv_proj", S * n_kv * (dk + dv) * s, 2, 6, elems=2 * S * h + h * n_kv * (dk + dv)))
         if fam in QK_NORM_FAMILIES:
-            items.append(_fast(ctx, "rms_norm", S * n_kv * dk * s))
+            items.append(_fast(ctx, "rms_norm", S * n_kv * dk * s, weight=dk))
         items.append(_fast(ctx, "rope", S * n_kv * dk * s))
-        items.append(_cache_update(entry, step, s))
+        items.append(_cache_update(entry, step, s, S))
         return items
     qk_norm = fam in QK_NORM_FAMILIES
     gate = S * n_q * dk * s if fam in GATED_ATTENTION_FAMILIES else 0  # q_proj also yields the output gate
     # v waits for the cache update (past the q/k norms and RoPE)
+    q_w = n_q * dk * (2 if gate else 1)
     items.append(Item("qkv_proj", S * (n_q * dk + n_kv * (dk + dv)) * s + gate, 3, 9,
-                      carry=S * n_kv * dv * s, carry_items=2 + qk_norm))
+                      carry=S * n_kv * dv * s, carry_items=2 + qk_norm,
+                      elems=(S * h + h * q_w, S * h + h * n_kv * dk, S * h + h * n_kv * dv)))
     if qk_norm:
-        items.append(_fast(ctx, "rms_norm", S * (n_q + n_kv) * dk * s, 2))
+        items.append(_fast(ctx, "rms_norm", S * (n_q + n_kv) * dk * s, 2, weight=dk))
     # the rotated q waits for SDPA (past the cache update)
     rope = _fast(ctx, "rope", S * (n_q + n_kv) * dk * s, 2)
     items.append(Item(rope.term, rope.bytes, rope.ops, rope.views, carry=S * n_q * dk * s, carry_items=1, out=rope.out))
-    upd = _cache_update(entry, step, s)
+    upd = _cache_update(entry, step, s, S)
     call = SdpaCall(n_q, n_kv, dk, dv, S, step.kv_len, _mask_kind(p, entry, step, S),
                     bool(p.attention_sinks), ctx.dtype, ctx.nax)
     sdpa = _sdpa(ctx, call, family=fam)
@@ -214,11 +243,12 @@ def _attention(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallContext,
     items.append(upd)
     items += sdpa
     if gate:  # output * sigmoid(gate)
-        items.append(Item("attn_gate", 2 * S * n_q * dv * s, 2, 1, out=S * n_q * dv * s))
-    items.append(Item("o_proj", S * n_q * dv * s + S * h * s, 2, 2, out=S * h * s))
+        items.append(Item("attn_gate", 2 * S * n_q * dv * s, 2, 1, out=S * n_q * dv * s, elems=3 * S * n_q * dv))
+    items.append(Item("o_proj", S * n_q * dv * s + S * h * s, 2, 2, out=S * h * s,
+                      elems=S * n_q * dv + h * n_q * dv + S * n_q * dv))
     if fam in SANDWICH_NORM_FAMILIES:
-        items.append(_fast(ctx, "rms_norm", S * h * s))
-    items.append(Item("residual", S * h * s, 1))
+        items.append(_fast(ctx, "rms_norm", S * h * s, weight=h))
+    items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
     return items
 
 
@@ -227,34 +257,39 @@ def _mlp(p: Profile, ctx: CallContext, *, moe: bool) -> list[Item]:
     S, s = ctx.q_len, ctx.act
     h = p.hidden_size
     fam = p.mlx_model_type
-    items = [_fast(ctx, "rms_norm", S * h * s)]
+    items = [_fast(ctx, "rms_norm", S * h * s, weight=h)]
     if moe and p.moe is not None:
         m = p.moe
         E, k = m.num_experts, m.experts_per_token
         I = m.moe_intermediate_size or p.intermediate_size
         T = S * k
-        items.append(Item("moe.router", S * E * s * 2 + S * E * 4 + S * k * (4 + s) * 2, 6, out=S * k * (4 + s)))
+        items.append(Item("moe.router", S * E * s * 2 + S * E * 4 + S * k * (4 + s) * 2, 6, out=S * k * (4 + s),
+                          elems=S * h + E * h + 4 * S * E))
         sort = T >= 64  # SwitchGLU sorts tokens by expert when indices.size >= 64
         if sort:
-            items.append(Item("moe.sort", T * 4 * 4 + T * h * s, 5, out=T * (h * s + 8)))
-        # gate and up (gather_mm), the compiled SwiGLU writes into one of them (donation), down
-        items.append(Item("moe.experts", T * I * s * 2 + T * h * s, 4, out=T * h * s))
+            items.append(Item("moe.sort", T * 4 * 4 + T * h * s, 5, out=T * (h * s + 8), elems=S * h + 4 * T))
+        # gate and up (gather_mm: every expert's weight is an input), the compiled SwiGLU writes into one
+        # of them (donation), down
+        items.append(Item("moe.experts", T * I * s * 2 + T * h * s, 4, out=T * h * s,
+                          elems=(T * h + E * I * h + T, T * h + E * I * h + T, 2 * T * I, T * I + E * h * I + T)))
         if sort:
-            items.append(Item("moe.unsort", T * h * s, 1))
+            items.append(Item("moe.unsort", T * h * s, 1, elems=T * h + T))
         # (y * scores) reuses the unsorted y (donation), then the sum over the k experts
-        items.append(Item("moe.combine", S * h * s, 2, out=S * h * s))
+        items.append(Item("moe.combine", S * h * s, 2, out=S * h * s, elems=2 * T * h + T))
         if m.shared_experts:
             Ish = (p.intermediate_size or I) if fam in ("qwen3_next", "qwen3_5_moe") else I * m.shared_experts
-            items.append(Item("moe.shared_expert", S * Ish * s * 2 + S * h * s * 2, 6, out=S * h * s))
+            items.append(Item("moe.shared_expert", S * Ish * s * 2 + S * h * s * 2, 6, out=S * h * s,
+                              elems=2 * S * h + 3 * Ish * h + 3 * S * Ish + 2 * S * h))
     else:
         I = p.intermediate_size or 0
         if not I:
             raise UnsupportedError(f"unsupported: {p.name} has no intermediate_size, so its MLP activations are unknown")
         # gate, up, down; the compiled SwiGLU writes into gate's or up's buffer (donation, measured)
-        items.append(Item("mlp", S * I * s * 2 + S * h * s, 4, 3, out=S * h * s))
+        items.append(Item("mlp", S * I * s * 2 + S * h * s, 4, 3, out=S * h * s,
+                          elems=(S * h + I * h, S * h + I * h, 2 * S * I, S * I + h * I)))
     if fam in SANDWICH_NORM_FAMILIES:
-        items.append(_fast(ctx, "rms_norm", S * h * s))
-    items.append(Item("residual", S * h * s, 1))
+        items.append(_fast(ctx, "rms_norm", S * h * s, weight=h))
+    items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
     return items
 
 
@@ -273,29 +308,33 @@ def _mla_expanded(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallConte
     H = entry.n_kv
     nope, rope, vd, rank = mla.qk_nope_head_dim, mla.qk_rope_head_dim, mla.v_head_dim, mla.kv_lora_rank
     q_bytes = S * H * (nope + rope) * s
-    items = [_fast(ctx, "rms_norm", S * h * s)]
+    items = [_fast(ctx, "rms_norm", S * h * s, weight=h)]
     if not cache_only:
+        q_in = h
         if mla.q_lora_rank:
-            items.append(Item("mla.q_a", S * mla.q_lora_rank * s, 1, 1))
-            items.append(_fast(ctx, "rms_norm", S * mla.q_lora_rank * s))
-        items.append(Item("mla.q_proj", q_bytes, 1, 3))
-    items.append(Item("mla.kv_a", S * (rank + rope) * s, 1, 2))
-    items.append(_fast(ctx, "rms_norm", S * rank * s))
+            items.append(Item("mla.q_a", S * mla.q_lora_rank * s, 1, 1, elems=S * h + mla.q_lora_rank * h))
+            items.append(_fast(ctx, "rms_norm", S * mla.q_lora_rank * s, weight=mla.q_lora_rank))
+            q_in = mla.q_lora_rank
+        items.append(Item("mla.q_proj", q_bytes, 1, 3, elems=S * q_in + H * (nope + rope) * q_in))
+    items.append(Item("mla.kv_a", S * (rank + rope) * s, 1, 2, elems=S * h + (rank + rope) * h))
+    items.append(_fast(ctx, "rms_norm", S * rank * s, weight=rank))
     # kv_b output: k_nope and the values; the values wait for the cache update
-    items.append(Item("mla.kv_b", S * H * (nope + vd) * s, 1, 4, carry=S * H * vd * s, carry_items=4))
+    items.append(Item("mla.kv_b", S * H * (nope + vd) * s, 1, 4, carry=S * H * vd * s, carry_items=4,
+                      elems=S * rank + H * (nope + vd) * rank))
     n_rope = 1 if cache_only else 2
     items.append(_fast(ctx, "rope", S * (rope + (0 if cache_only else H * rope)) * s, n_rope))
-    items.append(Item("mla.k_concat", S * H * rope * s + S * H * (nope + rope) * s, 2, 3, out=S * H * (nope + rope) * s))
+    items.append(Item("mla.k_concat", S * H * rope * s + S * H * (nope + rope) * s, 2, 3, out=S * H * (nope + rope) * s,
+                      elems=S * rope + S * H * rope + S * H * nope))
     if not cache_only:
-        items.append(Item("mla.q_concat", q_bytes, 1, 1, carry=q_bytes, carry_items=1))
-    items.append(_cache_update(entry, step, s))
+        items.append(Item("mla.q_concat", q_bytes, 1, 1, carry=q_bytes, carry_items=1, elems=S * H * (nope + rope)))
+    items.append(_cache_update(entry, step, s, S))
     if cache_only:
         return items
     call = SdpaCall(p.num_heads or H, H, nope + rope, vd, S, step.kv_len, _mask_kind(p, entry, step, S),
                     False, ctx.dtype, ctx.nax)
     items += _sdpa(ctx, call, family=p.mlx_model_type)
-    items.append(Item("o_proj", S * H * vd * s + S * h * s, 2, 2))
-    items.append(Item("residual", S * h * s, 1))
+    items.append(Item("o_proj", S * H * vd * s + S * h * s, 2, 2, elems=2 * S * H * vd + h * H * vd))
+    items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
     return items
 
 
@@ -309,20 +348,21 @@ def _mla_latent(p: Profile, entries: tuple[CacheEntry, ...], steps: tuple[EntryS
     nope, rope, vd, rank = mla.qk_nope_head_dim, mla.qk_rope_head_dim, mla.v_head_dim, mla.kv_lora_rank
     entry, step = entries[0], steps[0]
     kL = step.kv_len
-    items = [_fast(ctx, "rms_norm", S * h * s)]
-    items.append(Item("mla.kv_a", S * (rank + rope) * s, 1))
+    items = [_fast(ctx, "rms_norm", S * h * s, weight=h)]
+    items.append(Item("mla.kv_a", S * (rank + rope) * s, 1, elems=S * h + (rank + rope) * h))
     items.append(_fast(ctx, "rms_norm", S * rank * s))
     items.append(_fast(ctx, "rope", S * rope * s))
-    items.append(_cache_update(entry, step, s))
+    items.append(_cache_update(entry, step, s, S))
     for e, st in zip(entries[1:], steps[1:]):  # DSA indexer cache
         items.append(Item("dsa.indexer_kv", S * e.row_elements * s, 2))
-        items.append(_cache_update(e, st, s))
+        items.append(_cache_update(e, st, s, S))
     if cache_only:
         return items
     if mla.q_lora_rank:
-        items.append(Item("mla.q_a", S * mla.q_lora_rank * s, 1))
-        items.append(_fast(ctx, "rms_norm", S * mla.q_lora_rank * s))
-    items.append(Item("mla.q_proj", S * H * (nope + rope) * s, 1))
+        items.append(Item("mla.q_a", S * mla.q_lora_rank * s, 1, elems=S * h + mla.q_lora_rank * h))
+        items.append(_fast(ctx, "rms_norm", S * mla.q_lora_rank * s, weight=mla.q_lora_rank))
+    q_in = mla.q_lora_rank or h
+    items.append(Item("mla.q_proj", S * H * (nope + rope) * s, 1, elems=S * q_in + H * (nope + rope) * q_in))
     items.append(_fast(ctx, "rope", S * H * rope * s))
     if len(entries) > 1 and mla.index_n_heads and mla.index_topk and kL > mla.index_topk:
         ih = mla.index_n_heads
@@ -334,11 +374,11 @@ def _mla_latent(p: Profile, entries: tuple[CacheEntry, ...], steps: tuple[EntryS
         items.append(Item("o_proj", H * vd * s + h * s, 3))
     else:
         items.append(Item("mla.pe_scores", S * H * rope * s + H * S * kL * s, 3, out=0))
-        items.append(Item("mla.k_v_expand", H * kL * (nope + vd) * s, 2))
+        items.append(Item("mla.k_v_expand", H * kL * (nope + vd) * s, 2, elems=2 * kL * rank + H * (nope + vd) * rank))
         call = SdpaCall(H, H, nope, vd, S, kL, "additive", False, ctx.dtype, ctx.nax)
         items += _sdpa(ctx, call, family=p.mlx_model_type)
-        items.append(Item("o_proj", S * H * vd * s + S * h * s, 2))
-    items.append(Item("residual", S * h * s, 1))
+        items.append(Item("o_proj", S * H * vd * s + S * h * s, 2, elems=2 * S * H * vd + h * H * vd))
+    items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
     return items
 
 
@@ -399,7 +439,8 @@ def _linear_attention(p: Profile, lt: LayerType, entry: CacheEntry, step: EntryS
     if fam in ("qwen3_next", "qwen3_5", "qwen3_5_moe"):
         # in_proj outputs: conv_dim (q, k, v) + z (nv*dv) + b, a (nv each)
         nv = d.ssm_shape[0]
-        items.append(Item("deltanet.in_proj", S * (d.conv_dim + nvdv + 2 * nv) * s, 2))
+        items.append(Item("deltanet.in_proj", S * (d.conv_dim + nvdv + 2 * nv) * s, 2,
+                          elems=2 * S * h + h * (d.conv_dim + nvdv + 2 * nv)))
         items.append(Item("deltanet.conv", (d.k1 + S) * d.conv_dim * s + 2 * S * d.conv_dim * s, 3,
                           out=S * d.conv_dim * s))
         items.append(_fast(ctx, "rms_norm", S * max(d.conv_dim - nvdv, 0) * s))
@@ -413,12 +454,13 @@ def _linear_attention(p: Profile, lt: LayerType, entry: CacheEntry, step: EntryS
             items.append(Item("deltanet.stack", S * nvdv * s, 1))
         if not cache_only:
             items.append(Item("deltanet.out_norm", S * nvdv * s * 3, 5, out=S * nvdv * s))
-            items.append(Item("o_proj", S * h * s, 1))
-            items.append(Item("residual", S * h * s, 1))
+            items.append(Item("o_proj", S * h * s, 1, elems=S * nvdv + h * nvdv))
+            items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
         return items
     if fam == "nemotron_h":
         heads = d.ssm_shape[0]
-        items.append(Item("mamba.in_proj", S * (d.conv_dim + nvdv + heads) * s, 1))
+        items.append(Item("mamba.in_proj", S * (d.conv_dim + nvdv + heads) * s, 1,
+                          elems=S * h + h * (d.conv_dim + nvdv + heads)))
         items.append(Item("mamba.conv", (d.k1 + S) * d.conv_dim * s + 2 * S * d.conv_dim * s, 3,
                           out=S * d.conv_dim * s))
         if ctx.routes.backend == "metal" and S == 1:
@@ -438,8 +480,8 @@ def _linear_attention(p: Profile, lt: LayerType, entry: CacheEntry, step: EntryS
                               out=S * nvdv * s + d.ssm_elems * 4))
         if not cache_only:
             items.append(Item("mamba.out_norm", S * nvdv * s * 3, 5, out=S * nvdv * s))
-            items.append(Item("o_proj", S * h * s, 1))
-            items.append(Item("residual", S * h * s, 1))
+            items.append(Item("o_proj", S * h * s, 1, elems=S * nvdv + h * nvdv))
+            items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
         return items
     raise UnsupportedError(f"unsupported: no transient model for the state layers of mlx-lm {fam!r}")
 
@@ -495,7 +537,8 @@ def _dense_layer(p: Profile, lt: LayerType) -> bool:
 
 def embedding_items(p: Profile, ctx: CallContext) -> list[Item]:
     h = p.hidden_size
-    items = [Item("embedding", ctx.q_len * h * ctx.act, 1, 3)]
+    # the gather reads from the whole table (its elements count for CUDA's graph commit)
+    items = [Item("embedding", ctx.q_len * h * ctx.act, 1, 3, elems=(p.vocab_size or 0) * h + ctx.q_len)]
     if p.mlx_model_type in SANDWICH_NORM_FAMILIES:
         items.append(Item("embedding", ctx.q_len * h * ctx.act, 1))
     return items
@@ -505,47 +548,46 @@ def logits_items(p: Profile, ctx: CallContext) -> list[Item]:
     """The last-token step: final norm, lm_head on one position, log-softmax, argmax."""
     v = p.vocab_size or 0
     h = p.hidden_size
-    return [_fast(ctx, "rms_norm", h * ctx.act), Item("logits", v * ctx.act + 2 * v * 4, 4)]
+    return [_fast(ctx, "rms_norm", h * ctx.act, weight=h), Item("logits", v * ctx.act + 2 * v * 4, 4, elems=v * h + 3 * v)]
 
 
 _ALL_SUMS: list | None = None  # set by peak.fast to collect every window position's sum
 
 
-def window_max(items: list[Item], window: int, op_weight: int = 1, view_weight: int = 0) -> tuple[int, dict[str, int]]:
-    """Max over windows of ``window`` executor slots of the bytes live there.
+class _Live:
+    """Bytes live over a span of executor slots: the items the span covers (each item's bytes spread
+    evenly over its slots: an op's output exists from the moment the host allocates it) + the ``carry``
+    of earlier items whose output is still waiting for a consumer inside the span."""
 
-    Live = the bytes of the items the window covers (each item's bytes spread evenly over its slots:
-    an op's output exists from the moment the host allocates it) + the ``carry`` of earlier items whose
-    output is still waiting for a consumer inside the window. The sum is piecewise linear in the
-    window's position between item boundaries, so the maximum has an edge on a boundary: every boundary
-    is tried as the window's start and as its end. Returns the max and the per-term bytes of that window.
-    """
-    if not items:
-        return 0, {}
-    n = len(items)
-    bounds = [0]
-    for it in items:
-        bounds.append(bounds[-1] + max(1, it.ops * op_weight + it.views * view_weight))
-    total = bounds[-1]
-    cum = [0.0]
-    for it in items:
-        cum.append(cum[-1] + it.bytes)
-    import bisect
+    def __init__(self, items: list[Item], op_weight: int, view_weight: int):
+        self.items = items
+        self.bounds = [0]
+        for it in items:
+            self.bounds.append(self.bounds[-1] + max(1, it.ops * op_weight + it.views * view_weight))
+        self.cum = [0.0]
+        for it in items:
+            self.cum.append(self.cum[-1] + it.bytes)
 
-    def upto(x: float) -> float:
-        j = bisect.bisect_right(bounds, x) - 1
-        if j >= n:
-            return cum[-1]
-        a, b = bounds[j], bounds[j + 1]
-        return cum[j] + items[j].bytes * (x - a) / (b - a)
+    @property
+    def total(self) -> int:
+        return self.bounds[-1]
 
-    def carried(lo: float) -> tuple[float, list[int]]:
+    def upto(self, x: float) -> float:
+        b, items = self.bounds, self.items
+        j = bisect.bisect_right(b, x) - 1
+        if j >= len(items):
+            return self.cum[-1]
+        return self.cum[j] + items[j].bytes * (x - b[j]) / (b[j + 1] - b[j])
+
+    def carried(self, lo: float) -> tuple[float, list[tuple[int, int]]]:
         # items ending at or before lo whose carry reaches an item that overlaps [lo, ...)
-        j = bisect.bisect_right(bounds, lo) - 1  # item containing lo (or the last)
+        b, items = self.bounds, self.items
+        n = len(items)
+        j = bisect.bisect_right(b, lo) - 1  # item containing lo (or the last)
         tot, who = 0.0, []
         for i in range(max(0, j - 8), min(j, n)):
             it = items[i]
-            if bounds[i + 1] > lo:
+            if b[i + 1] > lo:
                 continue
             add = 0
             if i + 1 >= j:  # its consumer is (partly) in the window: the output has not been released
@@ -557,29 +599,123 @@ def window_max(items: list[Item], window: int, op_weight: int = 1, view_weight: 
                 who.append((i, add))
         return tot, who
 
+    def sum(self, lo: float, hi: float) -> float:
+        return self.upto(hi) - self.upto(lo) + self.carried(lo)[0]
+
+    def terms(self, lo: float, hi: float) -> dict[str, int]:
+        terms: dict[str, float] = {}
+        for i, it in enumerate(self.items):
+            a, b = self.bounds[i], self.bounds[i + 1]
+            ov = min(b, hi) - max(a, lo)
+            if ov > 0:
+                terms[it.term] = terms.get(it.term, 0.0) + it.bytes * ov / (b - a)
+        for i, add in self.carried(lo)[1]:
+            k = self.items[i].term + ".carried"
+            terms[k] = terms.get(k, 0.0) + add
+        return {k: int(round(v)) for k, v in terms.items()}
+
+
+def window_max(items: list[Item], window: int, op_weight: int = 1, view_weight: int = 0) -> tuple[int, dict[str, int]]:
+    """Max over windows of ``window`` executor slots of the bytes live there (``_Live``).
+
+    The sum is piecewise linear in the window's position between item boundaries, so the maximum has an
+    edge on a boundary: every boundary is tried as the window's start and as its end. Returns the max and
+    the per-term bytes of that window.
+    """
+    if not items:
+        return 0, {}
+    live = _Live(items, op_weight, view_weight)
+    total = live.total
     w = min(window, total)
     best, best_lo = -1.0, 0.0
     sums: dict[float, float] = {}
-    for bnd in bounds:
+    for bnd in live.bounds:
         for lo in (bnd, bnd - w):
             if lo < 0 or lo + w > total or lo in sums:
                 continue
-            v = upto(lo + w) - upto(lo) + carried(lo)[0]
+            v = live.sum(lo, lo + w)
             sums[lo] = v
             if v > best:
                 best, best_lo = v, lo
     if _ALL_SUMS is not None:
         _ALL_SUMS.append(sums)
-    lo, hi = best_lo, best_lo + w
-    terms: dict[str, float] = {}
-    for i, it in enumerate(items):
-        a, b = bounds[i], bounds[i + 1]
-        ov = min(b, hi) - max(a, lo)
-        if ov > 0:
-            terms[it.term] = terms.get(it.term, 0.0) + it.bytes * ov / (b - a)
-    _, who = carried(lo)
-    for i, add in who:
-        k = items[i].term + ".carried"
-        terms[k] = terms.get(k, 0.0) + add
-    out = {k: int(round(v)) for k, v in terms.items()}
+    out = live.terms(best_lo, best_lo + w)
+    return sum(out.values()), out
+
+
+def graph_ends(items: list[Item], max_nodes: int, max_mega_elements: int, act: int) -> list[float]:
+    """Where MLX's CUDA backend commits a CUDA graph while it encodes ``items`` (in executor slots, one
+    per op): after any op that takes the graph past ``max_nodes`` kernel nodes
+    (``node_count_ > max_ops``) or past ``max_mega_elements`` Mi-elements of kernel inputs
+    (``(bytes_in_graph_ >> 20) > max_mb``; ``set_input_array`` adds ``data_size()``, elements not bytes,
+    once per kernel that reads the array). An item's nodes and input elements are spread evenly over its
+    ops. The encoding of a chunk ends with a commit (``finalize``)."""
+    el_limit = (max_mega_elements + 1) << 20
+    ends: list[float] = []
+    pos = 0.0
+    n_nodes = 0.0
+    n_el = 0.0
+    for it in items:
+        ops = max(1, it.ops)
+        nodes = it.nodes if it.nodes >= 0 else it.ops
+        if isinstance(it.elems, tuple) and len(it.elems) == ops:
+            per_op = it.elems
+        else:
+            total_el = it.elems if it.elems else it.bytes // max(act, 1)
+            per_op = None
+        npo = nodes / ops
+        left = ops
+        while left > 0:
+            if per_op is not None:  # one op at a time
+                epo = per_op[ops - left]
+                n_nodes += npo
+                n_el += epo
+                pos += 1
+                left -= 1
+                if n_nodes >= max_nodes + 1 - 1e-9 or n_el >= el_limit:
+                    ends.append(pos)
+                    n_nodes = n_el = 0.0
+                continue
+            epo = total_el / ops
+            need = left
+            if npo > 0:
+                need = min(need, max(1, ceil((max_nodes + 1 - n_nodes) / npo - 1e-9)))
+            if epo > 0:
+                need = min(need, max(1, ceil((el_limit - n_el) / epo - 1e-9)))
+            n_nodes += need * npo
+            n_el += need * epo
+            pos += need
+            left -= need
+            if n_nodes >= max_nodes + 1 - 1e-9 or n_el >= el_limit:
+                ends.append(pos)
+                n_nodes = n_el = 0.0
+    if not ends or ends[-1] < pos:
+        ends.append(pos)
+    return ends
+
+
+def graph_window_max(items: list[Item], max_nodes: int, max_mega_elements: int, inflight: int,
+                     act: int) -> tuple[int, dict[str, int]]:
+    """The live set when the host has run ``inflight`` committed graphs ahead of the GPU.
+
+    MLX keeps every input of every op of a committed graph alive until the GPU has finished that graph
+    (``gpu::eval``: ``add_temporary``; released by the completion handler), and ``eval_impl`` lets the
+    host run ahead until more than ``inflight`` graphs are in flight (``MAX_ACTIVE_TASKS``), then waits
+    for the oldest. So while the host encodes graph g, graphs g-inflight .. g-1 still hold everything
+    they read, and the live set is the bytes of the ops from the start of graph g-inflight to the end of
+    graph g (plus what earlier ops hand to later consumers). That is the worst case of a host that stays
+    ahead of the GPU; a GPU that keeps up holds less. Graph ends come from ``graph_ends``.
+    """
+    if not items:
+        return 0, {}
+    live = _Live(items, 1, 0)
+    ends = graph_ends(items, max_nodes, max_mega_elements, act)
+    starts = [0.0] + ends[:-1]
+    best, best_w = -1.0, (0.0, 0.0)
+    for g, hi in enumerate(ends):
+        lo = starts[max(0, g - inflight)]
+        v = live.sum(lo, hi)
+        if v > best:
+            best, best_w = v, (lo, hi)
+    out = live.terms(*best_w)
     return sum(out.values()), out

@@ -1,0 +1,117 @@
+"""How many committed CUDA graphs MLX lets the host run ahead of the GPU, and what ends a graph.
+
+Chains of ops whose outputs cannot be donated (matmuls, dtype casts): every op's output stays allocated
+until the graph holding its consumer has completed on the GPU, so the peak over the inputs, divided by
+one output's size, is the number of ops whose outputs are live at once. The graph-commit model
+(``omlx_profiles.peak.transient.graph_window_max``, profiles/kernels/cuda.yaml ``graph_commit``) predicts
+it from the commit rules: a graph ends after the op that takes it past ``max_nodes`` nodes or past
+``max_mega_elements`` Mi-elements of kernel inputs, and at most ``max_inflight_graphs`` committed graphs
+are in flight while the host encodes the next one.
+
+Run on the device (MLX CUDA); prints one JSON line per case and writes ``$OUT/graphs_<tag>.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import time
+
+import mlx.core as mx
+
+
+def active() -> int:
+    return int(mx.get_active_memory())
+
+
+def settle() -> None:
+    gc.collect()
+    mx.synchronize()
+    mx.clear_cache()
+
+
+def matmul_chain(M: int, K: int, n_ops: int) -> dict:
+    """y <- y @ W, n_ops times: outputs (M, K) bf16; kernel inputs per op M*K + K*K elements."""
+    W = mx.random.normal((K, K)).astype(mx.bfloat16) * (K ** -0.5)
+    x = mx.random.normal((M, K)).astype(mx.bfloat16)
+    mx.eval(W, x)
+    out = {"case": "matmul", "M": M, "K": K, "n_ops": n_ops, "out_bytes": M * K * 2,
+           "elems_per_op": M * K + K * K}
+    for rep in range(2):
+        settle()
+        base = active()
+        mx.reset_peak_memory()
+        y = x
+        for _ in range(n_ops):
+            y = y @ W
+        t0 = time.perf_counter()
+        mx.async_eval(y)
+        t_host = time.perf_counter() - t0
+        mx.eval(y)
+        wall = time.perf_counter() - t0
+        peak = int(mx.get_peak_memory()) - base
+        out[f"rep{rep}"] = {"peak": peak, "live_outputs": round(peak / out["out_bytes"], 2),
+                            "host_s": round(t_host, 4), "wall_s": round(wall, 4)}
+        del y
+    return out
+
+
+def cast_chain(N: int, n_ops: int) -> dict:
+    """y <- y.astype(fp32 / bf16 alternately): one input of N elements per op, outputs 4N / 2N bytes."""
+    x = mx.random.normal((N,)).astype(mx.bfloat16)
+    mx.eval(x)
+    out = {"case": "cast", "N": N, "n_ops": n_ops, "pair_bytes": 6 * N, "elems_per_op": N}
+    for rep in range(2):
+        settle()
+        base = active()
+        mx.reset_peak_memory()
+        y = x
+        for i in range(n_ops):
+            y = y.astype(mx.float32 if i % 2 == 0 else mx.bfloat16)
+        t0 = time.perf_counter()
+        mx.async_eval(y)
+        t_host = time.perf_counter() - t0
+        mx.eval(y)
+        wall = time.perf_counter() - t0
+        peak = int(mx.get_peak_memory()) - base
+        out[f"rep{rep}"] = {"peak": peak, "live_ops": round(2 * peak / out["pair_bytes"], 2),
+                            "host_s": round(t_host, 4), "wall_s": round(wall, 4)}
+        del y
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "out"))
+    ap.add_argument("--tag", default="default")
+    ap.add_argument("--quick", action="store_true", help="small shapes (CPU smoke test)")
+    args = ap.parse_args()
+    env = {k: os.environ.get(k) for k in ("MLX_MAX_OPS_PER_BUFFER", "MLX_MAX_MB_PER_BUFFER")}
+    results = {"tag": args.tag, "env": env, "device": str(mx.default_device()), "mlx": mx.__version__, "cases": []}
+    if args.quick:
+        cases = [("matmul", 256, 256, 50), ("cast", 1 << 20, 10)]
+    else:
+        cases = [
+            ("matmul", 8192, 8192, 160),   # 134M input elements per op: 8 ops per graph by elements
+            ("matmul", 2048, 8192, 260),   # 84M: 13 per graph
+            ("matmul", 16384, 4096, 260),  # 84M, 128 MiB outputs
+            ("matmul", 3072, 2048, 1500),  # 10.5M: 101 per graph (nodes and elements together)
+            ("matmul", 512, 1024, 3000),   # tiny: the GPU keeps up with the host?
+            ("cast", 1_100_000_000, 40),   # 1.1G elements: one op per graph
+            ("cast", 600_000_000, 60),     # two ops per graph
+        ]
+    for c in cases:
+        t0 = time.time()
+        r = matmul_chain(*c[1:]) if c[0] == "matmul" else cast_chain(*c[1:])
+        r["case_s"] = round(time.time() - t0, 2)
+        results["cases"].append(r)
+        print(json.dumps(r), flush=True)
+        settle()
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, f"graphs_{args.tag}.json"), "w") as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
