@@ -46,6 +46,8 @@ SANDWICH_NORM_FAMILIES = {"gemma2", "gemma3", "gemma3_text", "gemma4", "gemma4_t
 # Families whose new conv state is a slice view of the (K-1+S) x conv_dim concatenation (qwen3_next and
 # qwen3_5 take mx.contiguous of it instead): reference/mlxlm_caches.md §3.1.
 CONV_VIEW_FAMILIES = {"nemotron_h", "mamba2", "falcon_h1", "granitemoehybrid", "plamo2", "mamba", "falcon_mamba"}
+# Families whose MoE experts (mlx-lm SwitchGLU) carry a bias per expert and projection.
+MOE_BIAS_FAMILIES = {"gpt_oss"}
 # Families whose attention always builds a bool array mask (create_attention_mask(return_array=True)).
 ARRAY_MASK_FAMILIES = {"deepseek_v3", "deepseek_v32", "glm4_moe_lite", "kimi_k25", "kimi_linear", "gemma2"}
 
@@ -66,6 +68,8 @@ class Item:
     elems: int | tuple = 0  # elements of every kernel input, summed per kernel (CUDA's graph-commit counter);
     # a tuple gives them per op (``ops`` entries), an int spreads them evenly
     nodes: int = -1  # CUDA graph nodes (kernels) the item's ops add (-1: ``ops``)
+    op_bytes: tuple = ()  # bytes each op allocates (``ops`` entries, summing to ``bytes``) where it matters
+    # which op allocates them (a graph boundary can fall inside the item); empty: spread evenly
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +136,12 @@ def _sdpa(ctx: CallContext, call: SdpaCall, *, family: str) -> list[Item]:
     items: list[Item] = []
     if r.route in ("fused", "vector"):
         if call.mask == "bool" and not ctx.routes.supports_bool_mask:
-            items.append(Item("sdpa.bool_mask_to_additive", int(scores * ctx.routes.bool_to_additive_buffers), 3,
+            # elements: the conversion reads the (broadcast) bool mask twice and writes the additive mask,
+            # which the fused kernel then reads. Chains of such SDPAs on the H200 hold 11.9-13.6 GB run to
+            # run (the GPU nearly keeps up: not a clean count), so this stays the lower reading (fewer
+            # commits, a longer live window): the safe side for gpt-oss-20b, over for Gemma-3-27B
+            conv = int(scores * ctx.routes.bool_to_additive_buffers)
+            items.append(Item("sdpa.bool_mask_to_additive", conv, 3, op_bytes=(conv - conv // 2, conv // 2, 0),
                               elems=2 * mask_el + sc_el))
             mask_el = sc_el
         items.append(Item(f"sdpa.{r.route}_out", out, 1, 1, elems=q_el + k_el + v_el + mask_el))
@@ -160,7 +169,9 @@ def _sdpa(ctx: CallContext, call: SdpaCall, *, family: str) -> list[Item]:
                           elems=2 * (call.q_len + call.kv_len)))
         mask_el = call.q_len * call.kv_len
     masked = call.mask != "none" and call.q_len > 1
-    items.append(Item("sdpa.fallback_scores", int(scores * n_buf), (2 + masked) + (2 if call.sinks else 0), 5,
+    n_sc_ops = (2 + masked) + (2 if call.sinks else 0)
+    items.append(Item("sdpa.fallback_scores", int(scores * n_buf), n_sc_ops, 5,
+                      op_bytes=(int(scores * n_buf),) + (0,) * (n_sc_ops - 1),  # QK allocates; mask/softmax in place
                       elems=(q_el + k_el,) + ((sc_el + mask_el,) if masked else ()) + (sc_el,) * (3 if call.sinks else 1)))
     items.append(Item("sdpa.fallback_out", out, 1, 3, elems=sc_el + v_el))
     return items
@@ -228,6 +239,7 @@ def _attention(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallContext,
     q_w = n_q * dk * (2 if gate else 1)
     items.append(Item("qkv_proj", S * (n_q * dk + n_kv * (dk + dv)) * s + gate, 3, 9,
                       carry=S * n_kv * dv * s, carry_items=2 + qk_norm,
+                      op_bytes=(S * n_q * dk * s + gate, S * n_kv * dk * s, S * n_kv * dv * s),
                       elems=(S * h + h * q_w, S * h + h * n_kv * dk, S * h + h * n_kv * dv)))
     if qk_norm:
         items.append(_fast(ctx, "rms_norm", S * (n_q + n_kv) * dk * s, 2, weight=dk))
@@ -270,8 +282,16 @@ def _mlp(p: Profile, ctx: CallContext, *, moe: bool) -> list[Item]:
             items.append(Item("moe.sort", T * 4 * 4 + T * h * s, 5, out=T * (h * s + 8), elems=S * h + 4 * T))
         # gate and up (gather_mm: every expert's weight is an input), the compiled SwiGLU writes into one
         # of them (donation), down
-        items.append(Item("moe.experts", T * I * s * 2 + T * h * s, 4, out=T * h * s,
-                          elems=(T * h + E * I * h + T, T * h + E * I * h + T, 2 * T * I, T * I + E * h * I + T)))
+        if fam in MOE_BIAS_FAMILIES:
+            # SwitchLinear with bias: each projection adds bias[indices] (a (T, out) gather) in place
+            items.append(Item("moe.experts", T * I * s * 4 + T * h * s * 2, 10, out=T * h * s,
+                              op_bytes=(T * I * s, T * I * s, 0, T * I * s, T * I * s, 0, 0, T * h * s, T * h * s, 0),
+                              elems=(T * h + E * I * h + T, E * I + T, 2 * T * I, T * h + E * I * h + T, E * I + T,
+                                     2 * T * I, 2 * T * I, T * I + E * h * I + T, E * h + T, 2 * T * h)))
+        else:
+            items.append(Item("moe.experts", T * I * s * 2 + T * h * s, 4, out=T * h * s,
+                              op_bytes=(T * I * s, T * I * s, 0, T * h * s),
+                              elems=(T * h + E * I * h + T, T * h + E * I * h + T, 2 * T * I, T * I + E * h * I + T)))
         if sort:
             items.append(Item("moe.unsort", T * h * s, 1, elems=T * h + T))
         # (y * scores) reuses the unsorted y (donation), then the sum over the k experts
@@ -286,6 +306,7 @@ def _mlp(p: Profile, ctx: CallContext, *, moe: bool) -> list[Item]:
             raise UnsupportedError(f"unsupported: {p.name} has no intermediate_size, so its MLP activations are unknown")
         # gate, up, down; the compiled SwiGLU writes into gate's or up's buffer (donation, measured)
         items.append(Item("mlp", S * I * s * 2 + S * h * s, 4, 3, out=S * h * s,
+                          op_bytes=(S * I * s, S * I * s, 0, S * h * s),
                           elems=(S * h + I * h, S * h + I * h, 2 * S * I, S * I + h * I)))
     if fam in SANDWICH_NORM_FAMILIES:
         items.append(_fast(ctx, "rms_norm", S * h * s, weight=h))
@@ -694,6 +715,32 @@ def graph_ends(items: list[Item], max_nodes: int, max_mega_elements: int, act: i
     return ends
 
 
+def split_ops(items: list[Item]) -> list[Item]:
+    """Items with ``op_bytes`` as one item per op, so a window edge inside the item counts what each op
+    really allocated. Each op's output stays alive until the item's last op has run (``carry``); the last
+    op keeps the item's own ``out`` / ``carry`` (its final output's consumer is the next item)."""
+    out: list[Item] = []
+    for it in items:
+        n = max(1, it.ops)
+        if not it.op_bytes or len(it.op_bytes) != n or n == 1:
+            out.append(it)
+            continue
+        nodes = it.nodes if it.nodes >= 0 else it.ops
+        if isinstance(it.elems, tuple) and len(it.elems) == n:
+            el = it.elems
+        else:
+            el = ((it.elems or 0) // n,) * n if it.elems else (0,) * n
+        for k, b in enumerate(it.op_bytes):
+            last = k == n - 1
+            if last:
+                out.append(Item(it.term, b, 1, 0, carry=it.carry, carry_items=it.carry_items,
+                                out=it.bytes if it.out < 0 else it.out, elems=el[k], nodes=nodes / n))
+            else:
+                out.append(Item(it.term, b, 1, 0, carry=b, carry_items=n - 1 - k, out=0, elems=el[k],
+                                nodes=nodes / n))
+    return out
+
+
 def graph_window_max(items: list[Item], max_nodes: int, max_mega_elements: int, inflight: int,
                      act: int) -> tuple[int, dict[str, int]]:
     """The live set when the host has run ``inflight`` committed graphs ahead of the GPU.
@@ -708,6 +755,7 @@ def graph_window_max(items: list[Item], max_nodes: int, max_mega_elements: int, 
     """
     if not items:
         return 0, {}
+    items = split_ops(items)
     live = _Live(items, 1, 0)
     ends = graph_ends(items, max_nodes, max_mega_elements, act)
     starts = [0.0] + ends[:-1]
