@@ -72,7 +72,7 @@ def test_graph_ends_follow_both_rules():
 
 def _sdpa_chains():
     out = []
-    for name in ("chains_default.json", "chains_conv.json"):
+    for name in ("chains_default.json", "chains_conv.json", "chains_conv_contention.json"):
         for c in json.loads((RESULTS / name).read_text())["cases"]:
             if "n_q" in c:
                 out.append(pytest.param(c, id=f"{name[7:-5]}:{c['case']}"))
@@ -92,8 +92,9 @@ def test_sdpa_chain(c):
     if route == "fallback":
         assert 0.98 <= est / measured <= 1.02, (est, measured)
     elif call.mask == "bool":
-        # the conversion's kernels are short: the GPU nearly keeps up and the same chain measured 11.9 and
-        # 13.6 GB in two runs (gemma-3-27b-like), so only a wide band: 0.92 (gpt-oss-like, step 4096) - 1.69
+        # the conversion's kernels are short: alone, the GPU nearly keeps up (the same chain measured 11.9
+        # and 13.6 GB in two runs); with a second process loading the GPU (contention) the host reaches the
+        # cap and the model is 0.92 (S 4096) - 1.29 (S 2048) of it; alone up to 1.69
         assert 0.9 <= est / measured <= 1.75, (est, measured)
     else:  # fused, causal: only the outputs
         assert 0.95 <= est / measured <= 1.05, (est, measured)
