@@ -136,13 +136,12 @@ def _sdpa(ctx: CallContext, call: SdpaCall, *, family: str) -> list[Item]:
     items: list[Item] = []
     if r.route in ("fused", "vector"):
         if call.mask == "bool" and not ctx.routes.supports_bool_mask:
-            # elements: the conversion reads the (broadcast) bool mask twice and writes the additive mask,
-            # which the fused kernel then reads. Chains of such SDPAs on the H200 hold 11.9-13.6 GB run to
-            # run (the GPU nearly keeps up: not a clean count), so this stays the lower reading (fewer
-            # commits, a longer live window): the safe side for gpt-oss-20b, over for Gemma-3-27B
+            # MLX (fast.cpp): mask = where(mask, full_like(mask, 0, T), full_like(mask, -inf, T)) on the
+            # [B, Hq, qL, kL] broadcast: two scores-sized fills (their inputs are scalars), then the where
+            # (donating one fill) reads both and the bool mask view; the fused kernel then reads the result
             conv = int(scores * ctx.routes.bool_to_additive_buffers)
             items.append(Item("sdpa.bool_mask_to_additive", conv, 3, op_bytes=(conv - conv // 2, conv // 2, 0),
-                              elems=2 * mask_el + sc_el))
+                              elems=(1, 1, 2 * sc_el + mask_el)))
             mask_el = sc_el
         items.append(Item(f"sdpa.{r.route}_out", out, 1, 1, elems=q_el + k_el + v_el + mask_el))
         return items
