@@ -55,8 +55,15 @@ MODELS = {
     # (gated_delta_ops) off Metal: far too slow for a time-boxed device run, and not what a Metal user
     # would see.  Its full-attention SDPA shape (24 q / 4 kv, D 256) is in the SDPA microbenchmark.
     "qwen3.5-27b": "qwen3.5-27b.json",
+    # held out: not used to build or tune the CUDA model (session 2), measured once it was frozen
+    "qwen3-32b": "qwen3-32b.json",  # dense, 64 layers, 64 q / 8 kv heads
+    "mixtral-8x7b-v0.1": "mixtral-8x7b-v0.1.json",  # MoE 8 experts top-2, 32 q / 8 kv
+    "phi-3-mini-4k-instruct": "phi-3-mini-4k-instruct.json",  # 32 / 32 heads, D 96
+    "qwen2.5-7b-instruct": "qwen2.5-7b-instruct.json",  # q/k/v bias, 28 q / 4 kv
+    "mistral-7b-v0.3": "mistral-7b-v0.3.json",
 }
-DEFAULT_MODELS = [m for m in MODELS if m != "qwen3.5-27b"]
+HELD_OUT = ["qwen3-32b", "mixtral-8x7b-v0.1", "phi-3-mini-4k-instruct", "qwen2.5-7b-instruct", "mistral-7b-v0.3"]
+DEFAULT_MODELS = [m for m in MODELS if m != "qwen3.5-27b" and m not in HELD_OUT]
 
 # SDPA microbenchmark head layouts: (label, n_q, n_kv, Dk, Dv, sinks_variants)
 SDPA_SHAPES = [
