@@ -442,7 +442,13 @@ def _explain(p: Profile, req: Request, kr: KernelRoutes, best: _CallPeak, peak: 
     pinned = sum(best.pinned.values())
     if pinned:
         lines.append(f"  residual stream and masks built once per forward: {format_bytes(pinned)}")
-    lines.append(f"  ops in flight ({window} ops: the executor allocates ahead of the device): {format_bytes(best.window)}")
+    gc = kr.executor.graph_commit
+    if gc is not None:
+        lines.append(f"  ops in flight (up to {gc.max_inflight_graphs + gc.margin_graphs} committed CUDA graphs of <= "
+                     f"{gc.max_nodes} nodes / {gc.max_mega_elements} Mi-elements ahead of the GPU, or {window} ops "
+                     f"when the GPU keeps up): {format_bytes(best.window)}")
+    else:
+        lines.append(f"  ops in flight ({window} ops: the executor allocates ahead of the device): {format_bytes(best.window)}")
     top = sorted(best.window_terms.items(), key=lambda kv: -kv[1])[:5]
     for k, v in top:
         lines.append(f"    {k}: {format_bytes(v)}")
