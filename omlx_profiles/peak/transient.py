@@ -393,10 +393,13 @@ def _mla_latent(p: Profile, entries: tuple[CacheEntry, ...], steps: tuple[EntryS
         items += _sdpa(ctx, call, family=p.mlx_model_type)
         items.append(Item("o_proj", H * vd * s + h * s, 3))
     else:
-        items.append(Item("mla.pe_scores", S * H * rope * s + H * S * kL * s, 3, out=0))
-        items.append(Item("mla.k_v_expand", H * kL * (nope + vd) * s, 2, elems=2 * kL * rank + H * (nope + vd) * rank))
         call = SdpaCall(H, H, nope, vd, S, kL, "additive", False, ctx.dtype, ctx.nax)
-        items += _sdpa(ctx, call, family=p.mlx_model_type)
+        sdpa = _sdpa(ctx, call, family=p.mlx_model_type)
+        # the (H, qL, kL) positional scores are SDPA's additive mask: alive past k/v expansion until SDPA
+        items.append(Item("mla.pe_scores", S * H * rope * s + H * S * kL * s, 3, out=0,
+                          carry=H * S * kL * s, carry_items=1 + len(sdpa)))
+        items.append(Item("mla.k_v_expand", H * kL * (nope + vd) * s, 2, elems=2 * kL * rank + H * (nope + vd) * rank))
+        items += sdpa
         items.append(Item("o_proj", S * H * vd * s + S * h * s, 2, elems=2 * S * H * vd + h * H * vd))
     items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
     return items
