@@ -390,6 +390,9 @@ class GraphCommit(Strict):
                                                   "counted in elements, once per kernel that reads an array)")
     max_inflight_graphs: PosInt = Field(description="eval_impl waits for the oldest graph once more than this many "
                                                     "are in flight (MAX_ACTIVE_TASKS)")
+    op_window_bound: bool = Field(False, description="also cap the live set by the executor's inflight_ops window (how far "
+                                                     "the host got ahead in time on the measured device); off: the graph "
+                                                     "cap alone, which holds on any device and under GPU contention")
     margin_graphs: NonNegInt = Field(0, description="graphs added to max_inflight_graphs on the safe side (calibrated: "
                                                     "what the measured peaks needed beyond the exact cap)")
     source: str = Field(min_length=1, description="where the numbers come from")
@@ -412,8 +415,8 @@ class Executor(Strict):
     op_weight: PosInt = Field(1, description="window units one computing op takes (CPU: 2 dispatches, compute + release)")
     view_weight: NonNegInt = Field(0, description="window units one view op (reshape, broadcast, slice) takes (CPU: 1 dispatch)")
     graph_commit: GraphCommit | None = Field(
-        None, description="CUDA: the live set is bounded by graph commits; inflight_ops is then the second bound (how "
-                          "far the host gets ahead in time on the measured device), and the smaller live set wins")
+        None, description="CUDA: the live set is bounded by graph commits (inflight_ops is then only used when "
+                          "graph_commit.op_window_bound is set)")
     kv_copy_all_layers: bool = Field(
         False, description="the old KV buffer of every growing layer is still held at the peak (else: only the in-flight layers')")
     source: str = Field(min_length=1, description="how the number was derived or measured")

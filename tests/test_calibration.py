@@ -3,8 +3,8 @@
 * cpu: written by ``omlx-profiles calibrate --shrink`` on this project's CPU machine: est/measured must be in
   [1.00, 1.15].
 * cuda: the H200 points (benchmarks/cuda): the estimate must never be below the measured peak (safety;
-  four named exceptions); the [1.00, 1.15] band is met by 39 of 54 points (and by 10 of 15
-  held-out points, h200-mlx-0.32.4-heldout.yaml) — below the graph cap the run-ahead
+  four named exceptions); the [1.00, 1.15] band is met by 35 of 54 points (9 of 15 held-out,
+  h200-mlx-0.32.4-heldout.yaml; 3 of 12 measured under GPU contention, h200-mlx-0.32.4-contention.yaml) — below the graph cap the run-ahead
   depends on kernel durations (see profiles/kernels/cuda.yaml) — so the band is reported by an
   expected-failure test that lists the points outside it. test_cuda_graphs.py checks the graph-commit
   mechanism itself against the H200 probes.
@@ -19,7 +19,7 @@ from omlx_profiles.peak.calibration import calibration_files, load_calibration, 
 from omlx_profiles.peak.prefill import Request, prefill_peak
 
 BAND = (1.00, 1.15)
-CUDA_SAFE_CAP = 2.0  # where the GPU keeps up with the host (short prompts, small chunks) the estimate is up to 1.9x
+CUDA_SAFE_CAP = 2.75  # where the GPU keeps up with the host (step 512, 8k) the graph cap is up to 2.7x an idle GPU's peak
 
 # CUDA points below the measured peak, kept visible (strict xfail).
 KNOWN_CUDA_UNDER = {
@@ -106,8 +106,8 @@ def test_cuda_points_never_under(f, pt):
 
 
 @pytest.mark.xfail(reason="CUDA run-ahead below the graph cap depends on kernel durations (timing, not modelled): "
-                          "12 of 54 H200 points and 4 of the 15 held-out ones are above 1.15 "
-                          "(see benchmarks/cuda/README.md)", strict=False)
+                          "16 of 54 H200 points (idle GPU), 5 of 15 held-out and 8 of 12 contention "
+                          "points are above 1.15 (see benchmarks/cuda/README.md)", strict=False)
 def test_cuda_points_within_band():
     out = []
     for path in calibration_files("cuda"):

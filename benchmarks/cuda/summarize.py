@@ -4,6 +4,7 @@
     python3 benchmarks/cuda/summarize.py            # writes profiles/calibration/cuda/h200-mlx-0.32.4.yaml
     python3 benchmarks/cuda/summarize.py --tables   # also prints the markdown tables used in README.md
     python3 benchmarks/cuda/summarize.py --heldout  # writes .../h200-mlx-0.32.4-heldout.yaml (peaks_heldout.json)
+    python3 benchmarks/cuda/summarize.py --contention  # .../h200-mlx-0.32.4-contention.yaml (peaks_contention*.json)
 
 No MLX needed: it only reads results/*.json (written by measure_peaks.py on the GPU machine).
 """
@@ -20,6 +21,9 @@ RESULTS = HERE / "results"
 CALIB = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4.yaml"
 G = 2**30
 
+CALIB_CONTENTION = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-contention.yaml"
+CONTENTION_RUNS = [("peaks_contention.json", 2048), ("peaks_contention2.json", 2048),
+                   ("peaks_contention3_step512.json", 512), ("peaks_contention3_step2048.json", 2048)]
 CALIB_HELDOUT = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-heldout.yaml"
 HELDOUT_IDS = {
     "qwen3-32b": "Qwen/Qwen3-32B",
@@ -56,13 +60,17 @@ def points(data, runs=None):
     return out
 
 
-def calibration(data, runs=None, ids=None, heldout=False):
+def calibration(data, runs=None, ids=None, heldout=False, contention=False):
     runs, ids = runs or RUNS, ids or HF_IDS
     pts = points(data, runs)
     meta = data[runs[0][0]]["meta"]
     lines = [
         "# Prefill peaks measured on a real MLX allocator (CUDA), for estimator tests.",
     ] + ([
+        "# UNDER GPU CONTENTION: a second process (benchmarks/cuda/gpu_hog.py) ran 8192^3 bf16 matmuls on the",
+        "# same GPU, so every kernel of the measured process took longer and its host ran further ahead: the",
+        "# peaks an engine sees when it shares the GPU (run_chains.sh, run_conv_contention.sh, run_contention3.sh).",
+    ] if contention else []) + ([
         "# HELD OUT: five models that were not used to build or tune the CUDA model; the estimates were",
         "# written to benchmarks/cuda/results/heldout_predictions_before_run.json before the device run.",
     ] if heldout else []) + [
@@ -186,7 +194,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tables", action="store_true")
     ap.add_argument("--heldout", action="store_true")
+    ap.add_argument("--contention", action="store_true")
     args = ap.parse_args()
+    if args.contention:
+        CALIB_CONTENTION.write_text(calibration(load(CONTENTION_RUNS), CONTENTION_RUNS, {**HF_IDS, **HELDOUT_IDS},
+                                                contention=True))
+        print("wrote", CALIB_CONTENTION.relative_to(ROOT))
+        return
     if args.heldout:
         runs = [("peaks_heldout.json", 2048)]
         CALIB_HELDOUT.write_text(calibration(load(runs), runs, HELDOUT_IDS, heldout=True))

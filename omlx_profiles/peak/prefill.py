@@ -355,14 +355,15 @@ def _call_peak(p: Profile, ci: int, s: int, offset: int, steps: dict, kr: Kernel
             items.append(T.Item("logits", s * (p.vocab_size or 0) * act, 1))
     ex = kr.executor
     if ex.graph_commit is not None:
-        # two limits on how far the host runs ahead: the graph-commit cap (exact, from MLX's source) and
-        # how far it gets in time on this device (the op window measured per chunk size); the smaller wins
+        # how far the host runs ahead: the graph-commit cap (exact, from MLX's source); optionally also how
+        # far it got in time on one device (the op window measured per chunk size), the smaller winning
         gc = ex.graph_commit
         wmax, wterms = T.graph_window_max(items, gc.max_nodes, gc.max_mega_elements,
                                           gc.max_inflight_graphs + gc.margin_graphs, act)
-        w2, t2 = T.window_max(items, ex.window_for(s), ex.op_weight, ex.view_weight)
-        if w2 < wmax:
-            wmax, wterms = w2, t2
+        if gc.op_window_bound:
+            w2, t2 = T.window_max(items, ex.window_for(s), ex.op_weight, ex.view_weight)
+            if w2 < wmax:
+                wmax, wterms = w2, t2
     else:
         wmax, wterms = T.window_max(items, ex.window_for(s), ex.op_weight, ex.view_weight)
     pinned = _pinned(p, steps, s, act)
@@ -445,8 +446,9 @@ def _explain(p: Profile, req: Request, kr: KernelRoutes, best: _CallPeak, peak: 
     gc = kr.executor.graph_commit
     if gc is not None:
         lines.append(f"  ops in flight (up to {gc.max_inflight_graphs + gc.margin_graphs} committed CUDA graphs of <= "
-                     f"{gc.max_nodes} nodes / {gc.max_mega_elements} Mi-elements ahead of the GPU, or {window} ops "
-                     f"when the GPU keeps up): {format_bytes(best.window)}")
+                     f"{gc.max_nodes} nodes / {gc.max_mega_elements} Mi-elements ahead of the GPU"
+                     + (f", or {window} ops when the GPU keeps up" if gc.op_window_bound else "")
+                     + f"): {format_bytes(best.window)}")
     else:
         lines.append(f"  ops in flight ({window} ops: the executor allocates ahead of the device): {format_bytes(best.window)}")
     top = sorted(best.window_terms.items(), key=lambda kv: -kv[1])[:5]
