@@ -225,11 +225,8 @@ def _strip(layout: list[dict]) -> list[dict]:
     return out
 
 
-@pytest.mark.parametrize("path", ALL_CONFIGS, ids=lambda p: p.stem)
-def test_shrink_keeps_cache_layout(path):
-    """Full-size config vs shrunk config, both built lazily: nothing is allocated or computed,
-    yet every cache entry's class, window, row shape and dtype is known and must agree."""
-    config = json.loads(path.read_text())
+def _layouts(config: dict) -> tuple[list, list, list]:
+    """Cache layouts of the full-size, the shrunk and the one-period models, all built lazily."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         big = build_model(config, lazy=True)
@@ -237,10 +234,18 @@ def test_shrink_keeps_cache_layout(path):
         # CPU GatherMM float32 promotion (deepseek-v2-lite's first layer is dense).
         dtype = big.omlx_build_info.dtype
         full = _strip(probe_layout(big, evaluate=False))
-        small = _strip(probe_layout(
-            build_model(shrink_config(config), dtype, lazy=True), evaluate=False))
+        small = _strip(probe_layout(build_model(shrink_config(config), dtype, lazy=True), evaluate=False))
         cut = _strip(probe_layout(
             build_model(shrink_config(config, layers="period"), dtype, lazy=True), evaluate=False))
+    return full, small, cut
+
+
+@pytest.mark.parametrize("path", ALL_CONFIGS, ids=lambda p: p.stem)
+def test_shrink_keeps_cache_layout(path):
+    """Full-size config vs shrunk config, both built lazily: nothing is allocated or computed,
+    yet every cache entry's class, window, row shape and dtype is known and must agree."""
+    config = json.loads(path.read_text())
+    full, small, cut = _layouts(config)
     assert small == full
     assert cut == full[: len(cut)]
     assert len(layer_kinds(shrink_config(config, layers="period"))) == min_layers(config)
@@ -291,15 +296,7 @@ DERIVED = _derived_configs()
 @pytest.mark.parametrize("name", sorted(DERIVED))
 def test_shrink_keeps_cache_layout_derived(name):
     config = DERIVED[name]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        big = build_model(config, lazy=True)
-        dtype = big.omlx_build_info.dtype
-        full = _strip(probe_layout(big, evaluate=False))
-        small = _strip(probe_layout(
-            build_model(shrink_config(config), dtype, lazy=True), evaluate=False))
-        cut = _strip(probe_layout(
-            build_model(shrink_config(config, layers="period"), dtype, lazy=True), evaluate=False))
+    full, small, cut = _layouts(config)
     assert small == full and cut == full[: len(cut)]
     if name == "mistral3-swa":  # the wrapper has no make_cache: sliding layers get KVCache
         assert {e["class"] for e in full} == {"KVCache"}

@@ -11,22 +11,13 @@ Run on the device (MLX CUDA); writes ``$OUT/chains_<tag>.json``.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import time
 
 import mlx.core as mx
 
-
-def active() -> int:
-    return int(mx.get_active_memory())
-
-
-def settle() -> None:
-    gc.collect()
-    mx.synchronize()
-    mx.clear_cache()
+from probe_graphs import settle, timed_peak  # the same directory: run as a script
 
 
 def causal_window_mask(S: int, kL: int, window: int | None) -> mx.array:
@@ -49,24 +40,18 @@ def sdpa_chain(label, n_q, n_kv, D, S, kL, mask, steps, sinks=False, window=None
     mx.eval(q, k, v, *([m] if isinstance(m, mx.array) else []), *([s] if s is not None else []))
     out = {"case": label, "n_q": n_q, "n_kv": n_kv, "D": D, "S": S, "kL": kL, "mask": mask, "sinks": sinks,
            "window": window, "steps": steps, "scores_bytes": n_q * S * kL * 2}
-    for rep in range(2):
-        settle()
-        base = active()
-        mx.reset_peak_memory()
+    kw = {"sinks": s} if sinks else {}
+
+    def build():
         x = q
         for _ in range(steps):
-            kw = {"sinks": s} if sinks else {}
-            o = mx.fast.scaled_dot_product_attention(x, k, v, scale=D ** -0.5, mask=m, **kw)
-            x = x + o
-        t0 = time.perf_counter()
-        mx.async_eval(x)
-        t_host = time.perf_counter() - t0
-        mx.eval(x)
-        wall = time.perf_counter() - t0
-        peak = int(mx.get_peak_memory()) - base
-        out[f"rep{rep}"] = {"peak": peak, "scores_live": round(peak / out["scores_bytes"], 3),
-                            "host_s": round(t_host, 4), "wall_s": round(wall, 4)}
-        del x, o
+            x = x + mx.fast.scaled_dot_product_attention(x, k, v, scale=D ** -0.5, mask=m, **kw)
+        return x
+
+    for rep in range(2):
+        r = timed_peak(build)
+        out[f"rep{rep}"] = {"peak": r["peak"], "scores_live": round(r["peak"] / out["scores_bytes"], 3),
+                            "host_s": r["host_s"], "wall_s": r["wall_s"]}
     return out
 
 
@@ -80,25 +65,18 @@ def moe_chain(label, h, I, E, k, S, steps):
     x0 = (mx.random.normal((1, S, h)) * 0.1).astype(dt)
     mx.eval(mlp.parameters(), gate_w, x0)
     out = {"case": label, "h": h, "I": I, "E": E, "k": k, "S": S, "steps": steps}
-    for rep in range(2):
-        settle()
-        base = active()
-        mx.reset_peak_memory()
+
+    def build():
         x = x0
         for _ in range(steps):
             g = x @ gate_w.T
             inds = mx.stop_gradient(mx.argpartition(-g, kth=k - 1, axis=-1)[..., :k])
             sc = mx.take_along_axis(mx.softmax(g, axis=-1, precise=True), inds, axis=-1)
-            y = mlp(x, inds)
-            x = x + (y * sc[..., None]).sum(axis=-2)
-        t0 = time.perf_counter()
-        mx.async_eval(x)
-        t_host = time.perf_counter() - t0
-        mx.eval(x)
-        wall = time.perf_counter() - t0
-        out[f"rep{rep}"] = {"peak": int(mx.get_peak_memory()) - base, "host_s": round(t_host, 4),
-                            "wall_s": round(wall, 4)}
-        del x
+            x = x + (mlp(x, inds) * sc[..., None]).sum(axis=-2)
+        return x
+
+    for rep in range(2):
+        out[f"rep{rep}"] = timed_peak(build)
     return out
 
 

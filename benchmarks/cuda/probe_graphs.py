@@ -31,6 +31,21 @@ def settle() -> None:
     mx.clear_cache()
 
 
+def timed_peak(build) -> dict:
+    """Peak over what was allocated before ``build()`` builds its lazy graph and the graph runs: bytes, the
+    host time until ``async_eval`` returns (encoding, plus waits once graphs are in flight) and the wall."""
+    settle()
+    base = active()
+    mx.reset_peak_memory()
+    y = build()
+    t0 = time.perf_counter()
+    mx.async_eval(y)
+    t_host = time.perf_counter() - t0
+    mx.eval(y)
+    wall = time.perf_counter() - t0
+    return {"peak": int(mx.get_peak_memory()) - base, "host_s": round(t_host, 4), "wall_s": round(wall, 4)}
+
+
 def matmul_chain(M: int, K: int, n_ops: int) -> dict:
     """y <- y @ W, n_ops times: outputs (M, K) bf16; kernel inputs per op M*K + K*K elements."""
     W = mx.random.normal((K, K)).astype(mx.bfloat16) * (K ** -0.5)
@@ -38,22 +53,17 @@ def matmul_chain(M: int, K: int, n_ops: int) -> dict:
     mx.eval(W, x)
     out = {"case": "matmul", "M": M, "K": K, "n_ops": n_ops, "out_bytes": M * K * 2,
            "elems_per_op": M * K + K * K}
-    for rep in range(2):
-        settle()
-        base = active()
-        mx.reset_peak_memory()
+
+    def build():
         y = x
         for _ in range(n_ops):
             y = y @ W
-        t0 = time.perf_counter()
-        mx.async_eval(y)
-        t_host = time.perf_counter() - t0
-        mx.eval(y)
-        wall = time.perf_counter() - t0
-        peak = int(mx.get_peak_memory()) - base
-        out[f"rep{rep}"] = {"peak": peak, "live_outputs": round(peak / out["out_bytes"], 2),
-                            "host_s": round(t_host, 4), "wall_s": round(wall, 4)}
-        del y
+        return y
+
+    for rep in range(2):
+        r = timed_peak(build)
+        out[f"rep{rep}"] = {"peak": r["peak"], "live_outputs": round(r["peak"] / out["out_bytes"], 2),
+                            "host_s": r["host_s"], "wall_s": r["wall_s"]}
     return out
 
 
@@ -62,22 +72,17 @@ def cast_chain(N: int, n_ops: int) -> dict:
     x = mx.random.normal((N,)).astype(mx.bfloat16)
     mx.eval(x)
     out = {"case": "cast", "N": N, "n_ops": n_ops, "pair_bytes": 6 * N, "elems_per_op": N}
-    for rep in range(2):
-        settle()
-        base = active()
-        mx.reset_peak_memory()
+
+    def build():
         y = x
         for i in range(n_ops):
             y = y.astype(mx.float32 if i % 2 == 0 else mx.bfloat16)
-        t0 = time.perf_counter()
-        mx.async_eval(y)
-        t_host = time.perf_counter() - t0
-        mx.eval(y)
-        wall = time.perf_counter() - t0
-        peak = int(mx.get_peak_memory()) - base
-        out[f"rep{rep}"] = {"peak": peak, "live_ops": round(2 * peak / out["pair_bytes"], 2),
-                            "host_s": round(t_host, 4), "wall_s": round(wall, 4)}
-        del y
+        return y
+
+    for rep in range(2):
+        r = timed_peak(build)
+        out[f"rep{rep}"] = {"peak": r["peak"], "live_ops": round(2 * r["peak"] / out["pair_bytes"], 2),
+                            "host_s": r["host_s"], "wall_s": r["wall_s"]}
     return out
 
 

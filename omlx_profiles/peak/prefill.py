@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ..dtypes import DTYPE_BYTES
 from ..errors import InputError, UnsupportedError
-from ..profile import CacheEntry, LayerType, Profile
+from ..profile import CacheEntry, Profile
 from ..rows import STEP, SCHEDULES, ChunkedState, RotatingState, calls_for
 from ..units import format_bytes
 from ..validation import check_count

@@ -681,30 +681,19 @@ def graph_ends(items: list[Item], max_nodes: int, max_mega_elements: int, act: i
     for it in items:
         ops = max(1, it.ops)
         nodes = it.nodes if it.nodes >= 0 else it.ops
-        if isinstance(it.elems, tuple) and len(it.elems) == ops:
-            per_op = it.elems
-        else:
-            total_el = it.elems if it.elems else it.bytes // max(act, 1)
-            per_op = None
+        per_op = it.elems if isinstance(it.elems, tuple) and len(it.elems) == ops else None
+        even = 0.0 if per_op else (it.elems or it.bytes // max(act, 1)) / ops
         npo = nodes / ops
         left = ops
         while left > 0:
-            if per_op is not None:  # one op at a time
-                epo = per_op[ops - left]
-                n_nodes += npo
-                n_el += epo
-                pos += 1
-                left -= 1
-                if n_nodes >= max_nodes + 1 - 1e-9 or n_el >= el_limit:
-                    ends.append(pos)
-                    n_nodes = n_el = 0.0
-                continue
-            epo = total_el / ops
-            need = left
-            if npo > 0:
-                need = min(need, max(1, ceil((max_nodes + 1 - n_nodes) / npo - 1e-9)))
-            if epo > 0:
-                need = min(need, max(1, ceil((el_limit - n_el) / epo - 1e-9)))
+            if per_op:  # elements given per op: one op at a time
+                need, epo = 1, per_op[ops - left]
+            else:  # spread evenly: jump straight to the op that crosses a limit
+                need, epo = left, even
+                if npo > 0:
+                    need = min(need, max(1, ceil((max_nodes + 1 - n_nodes) / npo - 1e-9)))
+                if epo > 0:
+                    need = min(need, max(1, ceil((el_limit - n_el) / epo - 1e-9)))
             n_nodes += need * npo
             n_el += need * epo
             pos += need
@@ -728,10 +717,7 @@ def split_ops(items: list[Item]) -> list[Item]:
             out.append(it)
             continue
         nodes = it.nodes if it.nodes >= 0 else it.ops
-        if isinstance(it.elems, tuple) and len(it.elems) == n:
-            el = it.elems
-        else:
-            el = ((it.elems or 0) // n,) * n if it.elems else (0,) * n
+        el = it.elems if isinstance(it.elems, tuple) and len(it.elems) == n else ((it.elems or 0) // n,) * n
         for k, b in enumerate(it.op_bytes):
             last = k == n - 1
             if last:
