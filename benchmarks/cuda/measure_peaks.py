@@ -61,6 +61,11 @@ MODELS = {
     "phi-3-mini-4k-instruct": "phi-3-mini-4k-instruct.json",  # 32 / 32 heads, D 96
     "qwen2.5-7b-instruct": "qwen2.5-7b-instruct.json",  # q/k/v bias, 28 q / 4 kv
     "mistral-7b-v0.3": "mistral-7b-v0.3.json",
+    # held out in session 3 (after the traced-commit fixes), with a 64-token warm-up: probe_commits.py
+    "gemma-2-9b-it": "gemma-2-9b-it.json",  # gemma2: softcapped attention written in Python, D 256
+    "qwen3-8b": "qwen3-8b.json",  # dense, q/k norms, 32 q / 8 kv
+    "llama-3.2-3b-instruct": "llama-3.2-3b-instruct.json",  # 24 q / 8 kv, tied embeddings
+    "smollm3-3b": "smollm3-3b.json",  # llama-like, RoPE skipped every 4th layer
 }
 HELD_OUT = ["qwen3-32b", "mixtral-8x7b-v0.1", "phi-3-mini-4k-instruct", "qwen2.5-7b-instruct", "mistral-7b-v0.3"]
 DEFAULT_MODELS = [m for m in MODELS if m != "qwen3.5-27b" and m not in HELD_OUT]
