@@ -33,6 +33,14 @@ from those numbers; what it cannot know — hidden size, MLP width — is then n
 docstring of ``estimate_prefill_peak_bytes`` says so).
 
 The per-call estimates are precomputed (``omlx_profiles.peak.fast``): a few integer operations each.
+
+**Warm the model up once after loading it (CUDA).** The estimate is for a warmed-up process. The first
+prefill after MLX loads a model commits many smaller CUDA graphs that MLX does not count toward its limit of
+in-flight graphs, so more of the prompt's activations are alive at once: measured on an H200, gpt-oss-20b's
+first 8k prompt peaked 9.90 GiB over the weights where every later one peaked 7.81, and DeepSeek-V2-Lite
+(step 4096) 13.25 GiB where later ones peaked 11.08. One 64-token prefill right after loading removed it
+in both (benchmarks/cuda/README.md, "Traced commits"): ``warm_up_model(model)`` does that; oMLX should
+call it when it loads a model.
 """
 from __future__ import annotations
 
@@ -530,6 +538,18 @@ def set_model_info_from_model(monitor: MemoryMonitor, model: Any) -> None:
     monitor.set_profile(prof)
 
 
+def warm_up_model(model: Any, tokens: int = 64) -> float:
+    """Run one short prefill through a freshly loaded mlx-lm ``model`` and free it (seconds taken).
+
+    Not in the seed. Call it once after loading a model and before admitting requests: the prefill
+    estimates are for a warmed-up process, and on MLX's CUDA backend the first prefill after loading holds
+    more in flight than any later one (measured on an H200 up to +46%; one 64-token prefill removed it:
+    ``omlx_profiles.live.warmup``). Imports mlx, unlike the estimators."""
+    from .live.warmup import warm_up  # lazy: the facade's estimates must not import mlx
+
+    return warm_up(model, tokens)
+
+
 def raise_if_prefill_exceeds(monitor: MemoryMonitor | None, *, prefill_memory_guard: bool, hard_limit_bytes: int,
                              current_usage_bytes: int, prefill_step_size: int, num_prompt_tokens: int,
                              cached_tokens: int = 0, request_id: str | None = None) -> None:
@@ -576,5 +596,5 @@ def raise_if_prefill_exceeds(monitor: MemoryMonitor | None, *, prefill_memory_gu
 __all__ = [
     "MemoryInfo", "MemoryMonitor", "ModelInfoMissingError", "PrefillMemoryExceededError",
     "estimate_mla_kv_bytes_per_token", "estimate_unfused_sdpa_call_bytes", "raise_if_prefill_exceeds",
-    "register_tiled_prefill_head_dim", "set_model_info_from_model",
+    "register_tiled_prefill_head_dim", "set_model_info_from_model", "warm_up_model",
 ]

@@ -260,6 +260,8 @@ def render_estimate(est: dict) -> str:
         notes.append(f"prefill peak: unknown - {est['peak_unknown']}")
     notes.extend(f"attention: {line.strip()[len('SDPA of '):]}" for line in breakdown_explanation(est)
                  if line.strip().startswith("SDPA of "))
+    notes.extend(f"prefill peak: {line.strip()}" for line in breakdown_explanation(est)
+                 if line.strip().startswith("assumes a warmed-up process"))
     if est.get("kv_bytes") is not None and kv_at_peak(est) is not None:
         notes.append(f"after the prompt the caches hold {format_bytes(est['kv_bytes'])} (kv_bytes)")
     if notes:

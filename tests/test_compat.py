@@ -214,3 +214,31 @@ def test_set_model_info_from_model_live():
     assert m.estimate_prompt_kv_bytes(300) == 2 * 2 * 512 * 2 * 32 * 2  # 2 layers x K,V x 512 rows x 2 heads x 32 x bf16
     compat.set_model_info_from_model(m, object())  # unreadable: left without model info, no exception
     assert not m.has_model_info()
+
+
+def test_warm_up_model_runs_a_prefill_and_frees_it():
+    """The CUDA estimate is for a warmed-up process (benchmarks/cuda/README.md, "Traced commits"):
+    ``warm_up_model`` must run a real prefill through the live model and leave nothing allocated."""
+    mx = pytest.importorskip("mlx.core")
+    import gc
+
+    from omlx_profiles.live.build import build_model
+
+    cfg = dict(model_type="llama", num_hidden_layers=2, hidden_size=64, intermediate_size=64, vocab_size=512,
+               num_attention_heads=4, num_key_value_heads=2, head_dim=32, rms_norm_eps=1e-6, rope_theta=10000.0,
+               tie_word_embeddings=False)
+    model = build_model(cfg, "bf16")
+    w = model.model.embed_tokens.weight
+    before_sum = float(w.astype(mx.float32).sum())
+    gc.collect()
+    mx.clear_cache()
+    base = mx.get_active_memory()
+    mx.reset_peak_memory()
+    seconds = compat.warm_up_model(model, 64)
+    assert seconds > 0
+    assert mx.get_peak_memory() > base + 64 * 2 * 2 * 2 * 32 * 2  # at least the 2-layer KV of 64 rows was built
+    assert mx.get_active_memory() == base  # the cache and activations are gone
+    assert float(model.model.embed_tokens.weight.astype(mx.float32).sum()) == before_sum
+    for bad in (1, 0, True, 2.5):
+        with pytest.raises(ValueError, match="tokens"):
+            compat.warm_up_model(model, bad)

@@ -241,10 +241,7 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
     if (request.tokens // request.chunk) > MAX_CALLS:
         raise UnsupportedError(f"unsupported: {request.tokens} tokens in chunks of {request.chunk} is more than "
                                f"{MAX_CALLS} prefill calls; use a larger chunk")
-    prefix_calls = calls_for(request.cached, "generate", request.chunk) if request.cached else []
-    calls = calls_for(request.new_tokens, request.schedule, request.chunk)
-    if request.cached and request.schedule == "generate" and request.new_tokens == 1:
-        calls = [1]
+    prefix_calls, calls = _calls(request)
 
     types = p.layer_types
     states = {name: [_EntryState(e) for e in lt.entries] for name, lt in types.items()}
@@ -333,9 +330,51 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
     )
 
 
-def _call_peak(p: Profile, ci: int, s: int, offset: int, steps: dict, kr: KernelRoutes, tiled: dict, dt: str,
-               act: int, nax: bool, window: int, *, last: bool, kv_before: int, snap_before: int, growth: int,
-               direct: bool) -> _CallPeak:
+def _calls(request: Request) -> tuple[list[int], list[int]]:
+    """The calls that filled the prefix cache, and the prompt's own calls (query lengths, in order)."""
+    prefix_calls = calls_for(request.cached, "generate", request.chunk) if request.cached else []
+    calls = calls_for(request.new_tokens, request.schedule, request.chunk)
+    if request.cached and request.schedule == "generate" and request.new_tokens == 1:
+        calls = [1]
+    return prefix_calls, calls
+
+
+def call_items(profile: Profile, request: Request, call: int, *, backend: str = "cpu",
+               mlx_version: str | None = None, dtype: str | None = None,
+               routes: KernelRoutes | None = None) -> list[T.Item]:
+    """The ops of the prompt's ``call``-th call (0-based, prefix calls not counted) in the order the
+    executor runs them: the sequence ``prefill_peak`` slides its window over. Exposed so the model can be
+    checked against traces of the real executor (benchmarks/cuda/probe_commits.py records every CUDA graph
+    MLX commits; ``transient.graph_ends`` of these items must land on the same count)."""
+    _validate_profile(profile)
+    p = profile
+    dt = dtype or p.dtype
+    if dt not in DTYPE_BYTES:
+        raise InputError(f"dtype must be one of {sorted(DTYPE_BYTES)}, got {dt!r}")
+    kr = routes or KernelRoutes.for_backend(backend, mlx_version)
+    _, tiled = tiled_state()
+    prefix_calls, calls = _calls(request)
+    check_count("call", call, minimum=0)
+    if call >= len(calls):
+        raise InputError(f"call must be below {len(calls)} (the prompt's number of calls), got {call}")
+    states = {name: [_EntryState(e) for e in lt.entries] for name, lt in p.layer_types.items()}
+    offset = 0
+    for s in prefix_calls:
+        for sts in states.values():
+            for st in sts:
+                st.step(s)
+        offset += s
+    for ci, s in enumerate(calls):
+        steps = {name: tuple(st.step(s) for st in sts) for name, sts in states.items()}
+        if ci == call:
+            return _call_items(p, s, offset, steps, kr, tiled, dt, DTYPE_BYTES[dt], False, last=ci == len(calls) - 1,
+                               direct=request.schedule == "direct")[1]
+        offset += s
+    raise AssertionError("unreachable")
+
+
+def _call_items(p: Profile, s: int, offset: int, steps: dict, kr: KernelRoutes, tiled: dict, dt: str, act: int,
+                nax: bool, *, last: bool, direct: bool) -> tuple[T.CallContext, list[T.Item]]:
     ctx = T.CallContext(q_len=s, offset=offset, act=act, dtype=dt, routes=kr, tiled=tiled, nax=nax, last=last)
     per_type: dict[str, list[T.Item]] = {}
     per_type_cache_only: dict[str, list[T.Item]] = {}
@@ -353,6 +392,13 @@ def _call_peak(p: Profile, ci: int, s: int, offset: int, steps: dict, kr: Kernel
         items.extend(T.logits_items(p, ctx) if last else [])
         if direct:
             items.append(T.Item("logits", s * (p.vocab_size or 0) * act, 1))
+    return ctx, items
+
+
+def _call_peak(p: Profile, ci: int, s: int, offset: int, steps: dict, kr: KernelRoutes, tiled: dict, dt: str,
+               act: int, nax: bool, window: int, *, last: bool, kv_before: int, snap_before: int, growth: int,
+               direct: bool) -> _CallPeak:
+    ctx, items = _call_items(p, s, offset, steps, kr, tiled, dt, act, nax, last=last, direct=direct)
     ex = kr.executor
     if ex.graph_commit is not None:
         # how far the host runs ahead: the graph-commit cap (exact, from MLX's source); optionally also how
@@ -422,7 +468,7 @@ def _routes_used(p: Profile, steps: dict, ctx: T.CallContext) -> dict[str, str]:
                                   False, ctx.dtype, ctx.nax)
         else:
             continue
-        r = ctx.routes.route(call, ctx.tiled)
+        r = T.route_for(ctx, call, p.mlx_model_type)
         out[name] = f"{r.route} ({r.name}; D={call.head_dim}/{call.v_head_dim}, qL={call.q_len}, kL={call.kv_len}, mask={call.mask})"
     return out
 
@@ -456,5 +502,9 @@ def _explain(p: Profile, req: Request, kr: KernelRoutes, best: _CallPeak, peak: 
         lines.append(f"    {k}: {format_bytes(v)}")
     for name, r in best.routes.items():
         lines.append(f"  SDPA of '{name}' layers: {r}")
+    if gc is not None:
+        lines.append("  assumes a warmed-up process: the first prefill after loading a model commits smaller CUDA graphs "
+                     "that MLX does not count toward its in-flight limit (measured up to +46% on an H200); run one "
+                     "short prefill (64 tokens) at load")
     lines.append(f"after the prompt the caches hold {format_bytes(resident_after)}")
     return tuple(lines)

@@ -34,7 +34,7 @@ from math import ceil, prod
 from ..dtypes import DTYPE_BYTES
 from ..errors import UnsupportedError
 from ..profile import CacheEntry, LayerType, Profile
-from .routes import KernelRoutes, SdpaCall
+from .routes import KernelRoutes, RouteDecision, SdpaCall
 
 # Families whose attention normalizes q and k per head (mlx-lm q_norm / k_norm).
 QK_NORM_FAMILIES = {"qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe", "gemma3", "gemma3_text",
@@ -43,6 +43,19 @@ QK_NORM_FAMILIES = {"qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe"
 GATED_ATTENTION_FAMILIES = {"qwen3_next", "qwen3_5", "qwen3_5_moe"}
 # Families with pre- and post-norms around both blocks (four norms per layer).
 SANDWICH_NORM_FAMILIES = {"gemma2", "gemma3", "gemma3_text", "gemma4", "gemma4_text"}
+# MLP = down(nn.gelu_approx(gate) * up) with gelu_approx as its own compiled primitive (gemma4 compiles the
+# product as one geglu, which fuses like SwiGLU). Measured on the H200 (benchmarks/cuda/probe_commits.py
+# --meter, CUDA graph launches of chains): gelu_approx is 2 kernel nodes reading 3x its input's elements and
+# allocates its output (it does not write in place); the multiply then does (2x the elements).
+GELU_APPROX_FAMILIES = {"gemma2", "gemma3", "gemma3_text"}
+# q_norm / k_norm applied to the (B, H, L, D) transpose: RMSNorm::eval_gpu first copies a view whose rows
+# are not contiguous, then normalizes the copy in place (two kernels reading the q/k elements twice)
+QK_NORM_AFTER_TRANSPOSE_FAMILIES = {"gemma3", "gemma3_text"}
+# Attention written out in Python by mlx-lm (never mx.fast's SDPA): gemma2 caps the logits,
+# scores = tanh(q k^T / cap) * cap, then the mask, softmax and scores @ v. Measured on the H200
+# (probe_commits.py, held-out check 2): the unfused ops of the fallback plus the three softcap ops, each
+# writing in place and reading the whole score matrix.
+SOFTCAP_ATTENTION_FAMILIES = {"gemma2"}
 # Families whose new conv state is a slice view of the (K-1+S) x conv_dim concatenation (qwen3_next and
 # qwen3_5 take mx.contiguous of it instead): reference/mlxlm_caches.md §3.1.
 CONV_VIEW_FAMILIES = {"nemotron_h", "mamba2", "falcon_h1", "granitemoehybrid", "plamo2", "mamba", "falcon_mamba"}
@@ -103,18 +116,38 @@ class CallContext:
 # --------------------------------------------------------------------------------------------------
 
 
-def _fast(ctx: CallContext, op: str, input_bytes: int, count: int = 1, weight: int = 0) -> Item:
+def _fast(ctx: CallContext, op: str, input_bytes: int, count: int = 1, weight: int = 0,
+          donates: bool = False) -> Item:
     # ``input_bytes`` is the total over the ``count`` calls (q and k: two rope calls); ``weight``: the
     # norm weight's elements per call
     """An ``mx.fast`` op (rms_norm, rope): one fused kernel writing its output, or the backend's
-    decomposition (``fast_ops`` in the kernel table: peak in units of the input bytes, op count)."""
+    decomposition (``fast_ops`` in the kernel table: peak in units of the input bytes, op count).
+
+    ``donates``: the input is an op's output that nothing else reads, so the fused kernel writes in place
+    (``RMSNorm::eval_gpu``: ``if (x.is_donatable()) out.copy_shared_buffer(x)``) and allocates nothing:
+    Gemma's post-attention / post-feed-forward norms. Measured on the H200 (probe_commits.py --donation):
+    rms_norm of a single-use matmul output adds 0 bytes; of one that is still referenced, its output; of a
+    reshaped projection (Qwen3's q_norm) its output too (the reshape shares the buffer, so it is not
+    donatable)."""
     elems = input_bytes // ctx.act + weight * count
     cost = getattr(ctx.routes.fast_ops, op, None)
     if cost is None:
-        return Item(op, input_bytes, count, elems=elems)
+        return Item(op, 0 if donates else input_bytes, count, elems=elems)
     mult = cost.transient.get(ctx.dtype, cost.transient.get("fp32", 1.0))
     ops = cost.ops_half if (ctx.dtype != "fp32" and cost.ops_half) else cost.ops
     return Item(op, int(input_bytes * mult), ops * count, cost.views * count, out=input_bytes, elems=elems)
+
+
+_PYTHON_ATTENTION = RouteDecision("python-softcap", "fallback", None, None,
+                                  "mlx-lm writes the softcapped attention out (gemma2.py): never mx.fast SDPA")
+
+
+def route_for(ctx: CallContext, call: SdpaCall, family: str) -> RouteDecision:
+    """The SDPA route a layer of ``family`` takes: the kernel table's, except where mlx-lm computes attention
+    itself (``SOFTCAP_ATTENTION_FAMILIES``)."""
+    if family in SOFTCAP_ATTENTION_FAMILIES and call.q_len > 1:
+        return _PYTHON_ATTENTION
+    return ctx.routes.route(call, ctx.tiled)
 
 
 def _sdpa(ctx: CallContext, call: SdpaCall, *, family: str) -> list[Item]:
@@ -122,7 +155,8 @@ def _sdpa(ctx: CallContext, call: SdpaCall, *, family: str) -> list[Item]:
 
     ``elems`` (what CUDA's graph-commit counter adds): q, the whole k and v the call attends to, the mask
     array, and on the fallback the score matrix once per op that reads it (mask, softmax, P @ V)."""
-    r = ctx.routes.route(call, ctx.tiled)
+    r = route_for(ctx, call, family)
+    python_softcap = r is _PYTHON_ATTENTION
     s = ctx.act
     out = call.n_q * call.q_len * call.v_head_dim * s
     scores = call.n_q * call.q_len * call.kv_len * s
@@ -168,10 +202,12 @@ def _sdpa(ctx: CallContext, call: SdpaCall, *, family: str) -> list[Item]:
                           elems=2 * (call.q_len + call.kv_len)))
         mask_el = call.q_len * call.kv_len
     masked = call.mask != "none" and call.q_len > 1
-    n_sc_ops = (2 + masked) + (2 if call.sinks else 0)
+    softcap = 3 if python_softcap else 0  # / cap, tanh, * cap
+    n_sc_ops = (2 + masked) + (2 if call.sinks else 0) + softcap
     items.append(Item("sdpa.fallback_scores", int(scores * n_buf), n_sc_ops, 5,
                       op_bytes=(int(scores * n_buf),) + (0,) * (n_sc_ops - 1),  # QK allocates; mask/softmax in place
-                      elems=(q_el + k_el,) + ((sc_el + mask_el,) if masked else ()) + (sc_el,) * (3 if call.sinks else 1)))
+                      elems=(q_el + k_el,) + (sc_el,) * softcap + ((sc_el + mask_el,) if masked else ())
+                      + (sc_el,) * (3 if call.sinks else 1)))
     items.append(Item("sdpa.fallback_out", out, 1, 3, elems=sc_el + v_el))
     return items
 
@@ -241,7 +277,10 @@ def _attention(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallContext,
                       op_bytes=(S * n_q * dk * s + gate, S * n_kv * dk * s, S * n_kv * dv * s),
                       elems=(S * h + h * q_w, S * h + h * n_kv * dk, S * h + h * n_kv * dv)))
     if qk_norm:
-        items.append(_fast(ctx, "rms_norm", S * (n_q + n_kv) * dk * s, 2, weight=dk))
+        norm = _fast(ctx, "rms_norm", S * (n_q + n_kv) * dk * s, 2, weight=dk)
+        if fam in QK_NORM_AFTER_TRANSPOSE_FAMILIES and ctx.routes.fast_ops.rms_norm is None:
+            norm = Item(norm.term, norm.bytes, 4, norm.views, out=norm.out, elems=2 * norm.elems)
+        items.append(norm)
     # the rotated q waits for SDPA (past the cache update)
     rope = _fast(ctx, "rope", S * (n_q + n_kv) * dk * s, 2)
     items.append(Item(rope.term, rope.bytes, rope.ops, rope.views, carry=S * n_q * dk * s, carry_items=1, out=rope.out))
@@ -258,7 +297,7 @@ def _attention(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallContext,
     items.append(Item("o_proj", S * n_q * dv * s + S * h * s, 2, 2, out=S * h * s,
                       elems=S * n_q * dv + h * n_q * dv + S * n_q * dv))
     if fam in SANDWICH_NORM_FAMILIES:
-        items.append(_fast(ctx, "rms_norm", S * h * s, weight=h))
+        items.append(_fast(ctx, "rms_norm", S * h * s, weight=h, donates=True))
     items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
     return items
 
@@ -303,12 +342,18 @@ def _mlp(p: Profile, ctx: CallContext, *, moe: bool) -> list[Item]:
         I = p.intermediate_size or 0
         if not I:
             raise UnsupportedError(f"unsupported: {p.name} has no intermediate_size, so its MLP activations are unknown")
-        # gate, up, down; the compiled SwiGLU writes into gate's or up's buffer (donation, measured)
-        items.append(Item("mlp", S * I * s * 2 + S * h * s, 4, 3, out=S * h * s,
-                          op_bytes=(S * I * s, S * I * s, 0, S * h * s),
-                          elems=(S * h + I * h, S * h + I * h, 2 * S * I, S * I + h * I)))
+        if fam in GELU_APPROX_FAMILIES:
+            # gate, up, gelu_approx (a new buffer), the product (in place), down
+            items.append(Item("mlp", S * I * s * 3 + S * h * s, 5, 3, out=S * h * s, nodes=6,
+                              op_bytes=(S * I * s, S * I * s, S * I * s, 0, S * h * s),
+                              elems=(S * h + I * h, S * h + I * h, 3 * S * I, 2 * S * I, S * I + h * I)))
+        else:
+            # gate, up, down; the compiled SwiGLU writes into gate's or up's buffer (donation, measured)
+            items.append(Item("mlp", S * I * s * 2 + S * h * s, 4, 3, out=S * h * s,
+                              op_bytes=(S * I * s, S * I * s, 0, S * h * s),
+                              elems=(S * h + I * h, S * h + I * h, 2 * S * I, S * I + h * I)))
     if fam in SANDWICH_NORM_FAMILIES:
-        items.append(_fast(ctx, "rms_norm", S * h * s, weight=h))
+        items.append(_fast(ctx, "rms_norm", S * h * s, weight=h, donates=True))
     items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
     return items
 
