@@ -56,6 +56,12 @@ QK_NORM_AFTER_TRANSPOSE_FAMILIES = {"gemma3", "gemma3_text"}
 # (probe_commits.py, held-out check 2): the unfused ops of the fallback plus the three softcap ops, each
 # writing in place and reading the whole score matrix.
 SOFTCAP_ATTENTION_FAMILIES = {"gemma2"}
+# One fused q|k|v projection (and one gate|up projection) split with mx.split: the pieces are column views
+# of one buffer, and a kernel reading a view counts the view's whole span (data_size) toward CUDA's
+# graph-commit element limit. Traced on the H200 (commits_unders.json: Phi-3-mini at 64k commits one graph
+# per layer where separate projections would give 28-30 graphs for 32 layers).
+FUSED_QKV_FAMILIES = {"phi3"}
+FUSED_GATE_UP_FAMILIES = {"phi3"}
 # Families whose new conv state is a slice view of the (K-1+S) x conv_dim concatenation (qwen3_next and
 # qwen3_5 take mx.contiguous of it instead): reference/mlxlm_caches.md §3.1.
 CONV_VIEW_FAMILIES = {"nemotron_h", "mamba2", "falcon_h1", "granitemoehybrid", "plamo2", "mamba", "falcon_mamba"}
@@ -272,10 +278,16 @@ def _attention(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallContext,
     gate = S * n_q * dk * s if fam in GATED_ATTENTION_FAMILIES else 0  # q_proj also yields the output gate
     # v waits for the cache update (past the q/k norms and RoPE)
     q_w = n_q * dk * (2 if gate else 1)
-    items.append(Item("qkv_proj", S * (n_q * dk + n_kv * (dk + dv)) * s + gate, 3, 9,
-                      carry=S * n_kv * dv * s, carry_items=2 + qk_norm,
-                      op_bytes=(S * n_q * dk * s + gate, S * n_kv * dk * s, S * n_kv * dv * s),
-                      elems=(S * h + h * q_w, S * h + h * n_kv * dk, S * h + h * n_kv * dv)))
+    fused = fam in FUSED_QKV_FAMILIES
+    span = S * (q_w + n_kv * (dk + dv))  # a split view's data_size: the fused buffer's span
+    if fused:
+        items.append(Item("qkv_proj", span * s, 1, 9, carry=span * s, carry_items=2 + qk_norm,
+                          elems=S * h + h * (q_w + n_kv * (dk + dv))))
+    else:
+        items.append(Item("qkv_proj", S * (n_q * dk + n_kv * (dk + dv)) * s + gate, 3, 9,
+                          carry=S * n_kv * dv * s, carry_items=2 + qk_norm,
+                          op_bytes=(S * n_q * dk * s + gate, S * n_kv * dk * s, S * n_kv * dv * s),
+                          elems=(S * h + h * q_w, S * h + h * n_kv * dk, S * h + h * n_kv * dv)))
     if qk_norm:
         norm = _fast(ctx, "rms_norm", S * (n_q + n_kv) * dk * s, 2, weight=dk)
         if fam in QK_NORM_AFTER_TRANSPOSE_FAMILIES and ctx.routes.fast_ops.rms_norm is None:
@@ -283,8 +295,14 @@ def _attention(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallContext,
         items.append(norm)
     # the rotated q waits for SDPA (past the cache update)
     rope = _fast(ctx, "rope", S * (n_q + n_kv) * dk * s, 2)
-    items.append(Item(rope.term, rope.bytes, rope.ops, rope.views, carry=S * n_q * dk * s, carry_items=1, out=rope.out))
+    # RoPE of a strided view copies it first (rope.cu): the copy reads the view's span
+    rope_el = 2 * span + rope.elems if fused else rope.elems
+    items.append(Item(rope.term, rope.bytes, rope.ops, rope.views, carry=S * n_q * dk * s, carry_items=1, out=rope.out,
+                      elems=rope_el))
     upd = _cache_update(entry, step, s, S)
+    if fused:  # the slice update copies v out of the fused buffer: the view's span
+        upd = Item(upd.term, upd.bytes, upd.ops, upd.views, carry=upd.carry, carry_items=upd.carry_items, out=upd.out,
+                   elems=(upd.elems or 0) + span - S * n_kv * dv)
     call = SdpaCall(n_q, n_kv, dk, dv, S, step.kv_len, _mask_kind(p, entry, step, S),
                     bool(p.attention_sinks), ctx.dtype, ctx.nax)
     sdpa = _sdpa(ctx, call, family=fam)
@@ -342,7 +360,13 @@ def _mlp(p: Profile, ctx: CallContext, *, moe: bool) -> list[Item]:
         I = p.intermediate_size or 0
         if not I:
             raise UnsupportedError(f"unsupported: {p.name} has no intermediate_size, so its MLP activations are unknown")
-        if fam in GELU_APPROX_FAMILIES:
+        if fam in FUSED_GATE_UP_FAMILIES:
+            # one gate|up matmul, the compiled SwiGLU on its two column views (each counts the 2*S*I span; it
+            # cannot write into a view, so it allocates), down
+            items.append(Item("mlp", S * I * s * 3 + S * h * s, 3, 3, out=S * h * s,
+                              op_bytes=(2 * S * I * s, S * I * s, S * h * s),
+                              elems=(S * h + 2 * I * h, 4 * S * I, S * I + h * I)))
+        elif fam in GELU_APPROX_FAMILIES:
             # gate, up, gelu_approx (a new buffer), the product (in place), down
             items.append(Item("mlp", S * I * s * 3 + S * h * s, 5, 3, out=S * h * s, nodes=6,
                               op_bytes=(S * I * s, S * I * s, S * I * s, 0, S * h * s),
