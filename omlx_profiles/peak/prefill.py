@@ -258,12 +258,7 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
                     snap += counts[name] * T.state_snapshot_bytes(p, types[name], st.e, q_prev, act)
         return kv, snap
 
-    offset = 0
-    for s in prefix_calls:
-        for sts in states.values():
-            for st in sts:
-                st.step(s)
-        offset += s
+    offset = _fill_prefix(states, prefix_calls)
     prefix_held, prefix_snap = held(True, 0)  # the last prefix call was 1 token: no conv view left
     held_start = prefix_held
 
@@ -339,6 +334,15 @@ def _calls(request: Request) -> tuple[list[int], list[int]]:
     return prefix_calls, calls
 
 
+def _fill_prefix(states: dict, prefix_calls: list[int]) -> int:
+    """Step every cache through the calls that filled the prefix; returns the tokens they hold."""
+    for s in prefix_calls:
+        for sts in states.values():
+            for st in sts:
+                st.step(s)
+    return sum(prefix_calls)
+
+
 def call_items(profile: Profile, request: Request, call: int, *, backend: str = "cpu",
                mlx_version: str | None = None, dtype: str | None = None,
                routes: KernelRoutes | None = None) -> list[T.Item]:
@@ -358,12 +362,7 @@ def call_items(profile: Profile, request: Request, call: int, *, backend: str = 
     if call >= len(calls):
         raise InputError(f"call must be below {len(calls)} (the prompt's number of calls), got {call}")
     states = {name: [_EntryState(e) for e in lt.entries] for name, lt in p.layer_types.items()}
-    offset = 0
-    for s in prefix_calls:
-        for sts in states.values():
-            for st in sts:
-                st.step(s)
-        offset += s
+    offset = _fill_prefix(states, prefix_calls)
     for ci, s in enumerate(calls):
         steps = {name: tuple(st.step(s) for st in sts) for name, sts in states.items()}
         if ci == call:
