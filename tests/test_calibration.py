@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import pytest
 
+from omlx_profiles.errors import UnsupportedError
 from omlx_profiles.peak.calibration import calibration_files, load_calibration, profile_for_point
 from omlx_profiles.peak.prefill import Request, prefill_peak
 
@@ -42,6 +43,12 @@ KNOWN_CUDA_UNDER = {
                                  "64-token warm-up, 7.81 (1.07)",
 }
 
+
+# CUDA points whose peak the estimator reports as unknown (UnsupportedError, ``peak_unknown`` in the JSON)
+# instead of a number measured to be too low: the message must say so.
+KNOWN_CUDA_UNKNOWN = {
+    "nemotron-h-56b-base-8k": "0.72-0.76",  # Mamba2 ssm_attn on CUDA: the per-block aggregate was this far under
+}
 
 _PROFILES: dict = {}
 
@@ -110,6 +117,10 @@ def _cuda_points():
 
 @pytest.mark.parametrize("f,pt", _cuda_points())
 def test_cuda_points_never_under(f, pt):
+    if pt.model in KNOWN_CUDA_UNKNOWN:
+        with pytest.raises(UnsupportedError, match=KNOWN_CUDA_UNKNOWN[pt.model]):
+            _estimate(f, pt)
+        return
     bd = _estimate(f, pt)
     ratio = bd.peak_bytes / pt.peak
     assert BAND[0] <= ratio <= CUDA_SAFE_CAP, f"{pt.model} step {pt.chunk} {pt.tokens}: {ratio:.3f}"
@@ -124,6 +135,8 @@ def test_cuda_points_within_band():
     for path in calibration_files("cuda"):
         f = load_calibration(path)
         for pt in f.points:
+            if pt.model in KNOWN_CUDA_UNKNOWN:
+                continue
             r = _estimate(f, pt).peak_bytes / pt.peak
             if not BAND[0] <= r <= BAND[1]:
                 out.append(f"{pt.model} step {pt.chunk} {pt.tokens}: {r:.2f}")

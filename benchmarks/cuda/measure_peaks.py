@@ -66,6 +66,7 @@ MODELS = {
     "qwen3-8b": "qwen3-8b.json",  # dense, q/k norms, 32 q / 8 kv
     "llama-3.2-3b-instruct": "llama-3.2-3b-instruct.json",  # 24 q / 8 kv, tied embeddings
     "smollm3-3b": "smollm3-3b.json",  # llama-like, RoPE skipped every 4th layer
+    "nemotron-h-56b-base-8k": "nemotron-h-56b-base-8k.json",  # Mamba2 hybrid (54 M : 10 attention : 54 MLP layers)
 }
 HELD_OUT = ["qwen3-32b", "mixtral-8x7b-v0.1", "phi-3-mini-4k-instruct", "qwen2.5-7b-instruct", "mistral-7b-v0.3"]
 DEFAULT_MODELS = [m for m in MODELS if m != "qwen3.5-27b" and m not in HELD_OUT]
