@@ -324,12 +324,22 @@ def main():
             lengths = [int(x) for x in parts[0].split("+")]
             step = int(parts[1]) if len(parts) > 1 else 2048
             reps = int(parts[2]) if len(parts) > 2 else 1
+            depth = int(parts[3]) if len(parts) > 3 else 0  # keep the first `depth` layers (real widths)
             if time.time() - T0 > a.deadline:
                 print("deadline: skipping", spec, flush=True)
                 continue
             cfg = MP.load_config(name)
             if a.smoke:
                 cfg = MP.shrink_config(cfg)
+            if depth:
+                t = cfg.get("text_config", cfg)
+                t["num_hidden_layers"] = depth
+                for k in ("hybrid_override_pattern", "layer_types"):
+                    if k in t and t[k]:
+                        t[k] = t[k][:depth]
+                name_tag = f"{name}-{depth}L"
+            else:
+                name_tag = name
             settle()
             model, weights = MP.build_model(cfg)
             settle()
@@ -348,10 +358,11 @@ def main():
                         break
                     chunks = traced_prefill(model, toks, L, step, baseline, stream, trace)
                     pk = max(c["peak_over_baseline_mib"] for c in chunks)
-                    out["points"].append({"model": name, "tokens": L, "step": step, "repeat": r, "hooked": trace.hooked(),
+                    out["points"].append({"model": name, "layers": depth or None, "tokens": L, "step": step, "repeat": r,
+                                          "hooked": trace.hooked(),
                                           "peak_over_baseline_mib": pk, "chunks": chunks})
                     save()
-                    print(f"[{time.time() - T0:6.1f}s] {name} {L} step {step} rep {r}: peak {pk / 1024:.3f} GiB; "
+                    print(f"[{time.time() - T0:6.1f}s] {name_tag} {L} step {step} rep {r}: peak {pk / 1024:.3f} GiB; "
                           + " ".join(f"{i}:{c.get('n_launch')}/{c.get('most_in_flight_at_launch')}/"
                                      f"{c['peak_over_baseline_mib'] / 1024:.2f}" for i, c in enumerate(chunks)),
                           flush=True)
