@@ -46,9 +46,7 @@ KNOWN_CUDA_UNDER = {
 
 # CUDA points whose peak the estimator reports as unknown (UnsupportedError, ``peak_unknown`` in the JSON)
 # instead of a number measured to be too low: the message must say so.
-KNOWN_CUDA_UNKNOWN = {
-    "nemotron-h-56b-base-8k": "0.72-0.76",  # Mamba2 ssm_attn on CUDA: the per-block aggregate was this far under
-}
+KNOWN_CUDA_UNKNOWN: dict[str, str] = {}  # none at present (Nemotron-H was, until ssm_attn was itemized op by op)
 
 _PROFILES: dict = {}
 

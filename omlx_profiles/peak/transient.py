@@ -89,6 +89,8 @@ class Item:
     nodes: int = -1  # CUDA graph nodes (kernels) the item's ops add (-1: ``ops``)
     op_bytes: tuple = ()  # bytes each op allocates (``ops`` entries, summing to ``bytes``) where it matters
     # which op allocates them (a graph boundary can fall inside the item); empty: spread evenly
+    hold: int = 0  # bytes of this item's arrays that only an op at the end of the call reads: they stay
+    # alive from here to the end of the call (counted for every window that starts after the item)
 
 
 @dataclass(frozen=True, slots=True)
@@ -550,15 +552,6 @@ def _linear_attention(p: Profile, lt: LayerType, entry: CacheEntry, step: EntryS
             items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
         return items
     if fam == "nemotron_h":
-        if ctx.routes.executor.graph_commit is not None:
-            # Measured on an H200 (benchmarks/cuda/README.md, "Nemotron-H"): this per-block aggregate puts the
-            # peak at 0.72-0.76 of the real one (28.0 GiB over weights at 8k and 32k against 20.3 / 21.2): on
-            # CUDA ssm_attn runs as ~35 small kernels per 256-token block, MLX's graphs fill on their 100-node
-            # limit, and the live set grows through the chunk. Until the blocks are itemized op by op, say so.
-            raise UnsupportedError(
-                "unsupported: the CUDA prefill peak of Mamba2 (ssm_attn) layers is not modelled: the per-block "
-                "estimate was 0.72-0.76 of the peak measured for Nemotron-H-56B on an H200 (28.0 GiB over the "
-                "weights at 8k and 32k tokens); KV and state bytes stay exact")
         heads = d.ssm_shape[0]
         items.append(Item("mamba.in_proj", S * (d.conv_dim + nvdv + heads) * s, 1,
                           elems=S * h + h * (d.conv_dim + nvdv + heads)))
@@ -566,6 +559,10 @@ def _linear_attention(p: Profile, lt: LayerType, entry: CacheEntry, step: EntryS
                           out=S * d.conv_dim * s))
         if ctx.routes.backend == "metal" and S == 1:
             items.append(Item("mamba.kernel", d.ssm_elems * sb, 1))
+        elif ctx.routes.executor.graph_commit is not None:
+            n_state = d.ssm_shape[2] if len(d.ssm_shape) == 3 else 1
+            groups = max(1, (d.conv_dim - nvdv) // (2 * n_state))
+            items += _ssd_items_cuda(S, heads, nvdv // heads, n_state, groups, s, step.old_rows > 0)
         else:
             # ssm_attn, per 256-token block: CB repeated to (H, 256, 256) in the model dtype, and four
             # fp32 (H, 256, 256) arrays live together: segsum's repeat/tril, its cumsum, exp(segsum)
@@ -585,6 +582,65 @@ def _linear_attention(p: Profile, lt: LayerType, entry: CacheEntry, step: EntryS
             items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
         return items
     raise UnsupportedError(f"unsupported: no transient model for the state layers of mlx-lm {fam!r}")
+
+
+
+def _ssd_items_cuda(S: int, H: int, dh: int, N: int, G: int, md: int, state: bool) -> list[Item]:
+    """mlx-lm's ``ssm_attn`` (Mamba2 SSD, ``mlx_lm/models/ssm.py``) op by op as MLX runs it on CUDA: per
+    256-token block ~24 kernels (~34 once a state exists), each its own graph node, so MLX's graphs fill on
+    their 100-node limit (the per-block aggregate the CPU and Metal windows use replayed far fewer, larger
+    graphs and put Nemotron-H-56B's peak at 0.72-0.76 of the H200's). Bytes per op: the (H, 256, 256) fp32
+    segsum / cumsum / decay / CB*decay arrays, CB repeated in the model dtype, the fp32 copies mx.matmul
+    makes of B (next_state) and of C broadcast over the group's heads (y_prev) - the single-op peaks
+    measured on CPU (benchmarks/cuda/README.md, "Nemotron-H").
+
+    The cache's new state is the last block's next_state, which no later layer reads: MLX's tape reaches it
+    only after the whole forward, so what it reads stays allocated until the end of the call (``hold`` on
+    the last item): the layer's fp32 dt*x (S x H x head_dim), the last block's decay (read through a slice
+    view) and the state before it. Measured on the H200: the peak grows with depth (10.4 / 13.3 / 17.9 /
+    23.5 / 28.0 GiB for the first 8 / 16 / 32 / 64 / all 118 layers of Nemotron-H-56B, 4k-8k tokens) and
+    falls back near the end of each chunk, when those states are evaluated."""
+    f = 4
+    items = [Item("mamba.ssd_prep", S * H * f * 3 + S * H * dh * f, 6, 4,
+                  elems=(S * H, S * H, H, S * H, S * H, S * H * dh + S * H))]
+    for i in range(0, S, 256):
+        s = min(256, S - i)
+        st = state or i > 0
+        hs2 = H * s * s
+        blk = [
+            Item("mamba.ssd_cb", G * s * s * md, 1, 2, elems=2 * s * G * N),
+            Item("mamba.ssd_cb_repeat", hs2 * md, 1, elems=G * s * s),
+            Item("mamba.ssd_segsum_repeat", hs2 * f, 1, 2, elems=H * s),
+            Item("mamba.ssd_tril", 0, 4, 2, elems=(2 * s, 2 * s, s * s, hs2 + s * s)),
+            Item("mamba.ssd_cumsum", hs2 * f, 1, elems=hs2),
+            Item("mamba.ssd_decay", 0, 1, elems=hs2),
+            Item("mamba.ssd_cb_f32", hs2 * f, 1, elems=hs2),
+            Item("mamba.ssd_cb_decay", 0, 1, elems=2 * hs2),
+            Item("mamba.ssd_tril", 0, 4, 2, elems=(2 * s, 2 * s, s * s, hs2 + s * s)),
+            Item("mamba.ssd_y", s * H * dh * f, 1, 2, elems=hs2 + s * H * dh),
+            Item("mamba.ssd_b_repeat", H * N * s * md, 1, 3, elems=s * G * N),
+            Item("mamba.ssd_dtx_decay", s * H * dh * f, 1, 4, elems=s * H * dh + hs2),
+            Item("mamba.ssd_b_f32", H * N * s * f, 1, elems=H * N * s),
+            Item("mamba.ssd_next_state", H * dh * N * f, 1, elems=s * H * dh + H * N * s),
+        ]
+        if st:
+            blk += [
+                Item("mamba.ssd_state_decay", s * H * f * 2, 3, 3, elems=(s * H, s * H, H)),
+                Item("mamba.ssd_state_scaled", H * dh * N * f, 1, 2, elems=H + H * dh * N),
+                Item("mamba.ssd_state_add", 0, 1, elems=2 * H * dh * N),
+                Item("mamba.ssd_c_f32", s * G * N * f, 1, 2, elems=s * G * N),
+                Item("mamba.ssd_c_broadcast", s * H * N * f, 1, elems=s * G * N),
+                Item("mamba.ssd_y_prev", s * H * dh * f, 1, 3, elems=H * dh * N + s * H * N),
+                Item("mamba.ssd_y_prev_scaled", 0, 1, 2, elems=s * H + s * H * dh),
+                Item("mamba.ssd_y_add", s * H * dh * f, 1, elems=2 * s * H * dh),
+            ]
+        blk.append(Item("mamba.ssd_y_cast", s * H * dh * md, 1, elems=s * H * dh, carry=s * H * dh * md, carry_items=8))
+        items += blk
+    items.append(Item("mamba.ssd_concat", S * H * dh * md * 2, 3, 2, out=S * H * dh * md,
+                      elems=(S * H * dh, H, 2 * S * H * dh)))
+    blk = min(S, 256)
+    items.append(Item("mamba.final_state_inputs", 0, 1, nodes=0, hold=S * H * dh * f + H * blk * blk * f + H * dh * N * f))
+    return items
 
 
 def state_snapshot_bytes(p: Profile, lt: LayerType, entry: CacheEntry, q_len: int, act: int) -> int:
@@ -668,6 +724,9 @@ class _Live:
         self.cum = [0.0]
         for it in items:
             self.cum.append(self.cum[-1] + it.bytes)
+        self.held = [0]
+        for it in items:
+            self.held.append(self.held[-1] + it.hold)
 
     @property
     def total(self) -> int:
@@ -700,8 +759,12 @@ class _Live:
                 who.append((i, add))
         return tot, who
 
+    def held_before(self, lo: float) -> int:
+        """``hold`` bytes of the items that ended at or before ``lo``: still alive inside the window."""
+        return self.held[bisect.bisect_right(self.bounds, lo) - 1] if self.held[-1] else 0
+
     def sum(self, lo: float, hi: float) -> float:
-        return self.upto(hi) - self.upto(lo) + self.carried(lo)[0]
+        return self.upto(hi) - self.upto(lo) + self.carried(lo)[0] + self.held_before(lo)
 
     def terms(self, lo: float, hi: float) -> dict[str, int]:
         terms: dict[str, float] = {}
@@ -713,6 +776,11 @@ class _Live:
         for i, add in self.carried(lo)[1]:
             k = self.items[i].term + ".carried"
             terms[k] = terms.get(k, 0.0) + add
+        if self.held[-1]:
+            n = bisect.bisect_right(self.bounds, lo) - 1
+            for it in self.items[:n]:
+                if it.hold:
+                    terms[it.term + ".held"] = terms.get(it.term + ".held", 0.0) + it.hold
         return {k: int(round(v)) for k, v in terms.items()}
 
 
@@ -800,7 +868,7 @@ def split_ops(items: list[Item]) -> list[Item]:
             last = k == n - 1
             if last:
                 out.append(Item(it.term, b, 1, 0, carry=it.carry, carry_items=it.carry_items,
-                                out=it.bytes if it.out < 0 else it.out, elems=el[k], nodes=nodes / n))
+                                out=it.bytes if it.out < 0 else it.out, elems=el[k], nodes=nodes / n, hold=it.hold))
             else:
                 out.append(Item(it.term, b, 1, 0, carry=b, carry_items=n - 1 - k, out=0, elems=el[k],
                                 nodes=nodes / n))
