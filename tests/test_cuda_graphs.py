@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from omlx_profiles.errors import UnsupportedError
 from omlx_profiles.peak import transient as T
 from omlx_profiles.peak.calibration import calibration_files, load_calibration, profile_for_config, profile_for_point
 from omlx_profiles.peak.prefill import Request, call_items, prefill_peak
@@ -326,16 +327,14 @@ def _nemotron_depth(depth: int):
                          ids=lambda pt: f"{pt['layers']}L")
 def test_mamba2_ssm_attn_on_cuda(pt):
     """Nemotron-H-56B's first 8 / 16 / 32 / 64 layers at real widths, traced on the H200: ssm_attn op by op
-    (transient._ssd_items_cuda) replays the graphs MLX commits to within 8% (they fill on the 100-node limit),
-    and the final-state inputs each Mamba layer holds to the end of the chunk make the peak grow with depth as
-    measured: never more than 2% under; the shallow stacks, whose few graphs the GPU keeps up with (7-10 in
-    flight), up to 1.5x over. The whole model (118 layers) is in h200-mlx-0.32.4-nemotron.yaml: 1.10 / 1.13."""
+    (transient._ssd_items_cuda) replays the graphs MLX commits to within 8% (they fill on the 100-node
+    limit). The peak itself is reported as unknown on CUDA (transient.unverified_peak): right at step 2048,
+    0.85-0.90 at steps 1024 / 4096."""
     prof = _nemotron_depth(pt["layers"])
     req = Request(pt["tokens"], chunk=pt["step"])
     for i, c in enumerate(pt["chunks"]):
         items = call_items(prof, req, i, backend="cuda", mlx_version="0.32.4")
         n = len(T.graph_ends(T.split_ops(items), CAP.max_nodes, CAP.max_mega_elements, 2))
         assert abs(n - c["n_launch"]) <= 0.08 * c["n_launch"], (i, n, c["n_launch"])
-    est = prefill_peak(prof, req, backend="cuda", mlx_version="0.32.4").peak_bytes
-    ratio = est / (pt["peak_over_baseline_mib"] * 2**20)
-    assert 0.98 <= ratio <= 1.55, ratio
+    with pytest.raises(UnsupportedError, match="Mamba2"):
+        prefill_peak(prof, req, backend="cuda", mlx_version="0.32.4")

@@ -35,6 +35,10 @@ def test_request_validation():
 @pytest.mark.parametrize("backend", ["metal", "cuda", "cpu"])
 def test_breakdown_adds_up(name, backend):
     e = est(name)
+    if name == "nemotron-h-56b-base-8k" and backend == "cuda":  # reported as unknown, with the measurement
+        with pytest.raises(UnsupportedError, match="Mamba2"):
+            e.prefill_peak(Request(20000, chunk=2048), backend=backend)
+        return
     bd = e.prefill_peak(Request(20000, chunk=2048), backend=backend)
     assert isinstance(bd.peak_bytes, int) and all(isinstance(v, int) for v in bd.terms.values())
     assert sum(bd.terms.values()) == bd.peak_bytes

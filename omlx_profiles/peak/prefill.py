@@ -235,6 +235,9 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
         raise InputError(f"dtype must be one of {sorted(DTYPE_BYTES)}, got {dt!r}")
     act = DTYPE_BYTES[dt]
     kr = routes or KernelRoutes.for_backend(backend, mlx_version)
+    why = T.unverified_peak(p, kr)
+    if why:
+        raise UnsupportedError(why)
     _, tiled = tiled_state()
     window = kr.executor.window_for(request.chunk)
 
