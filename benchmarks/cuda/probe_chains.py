@@ -11,13 +11,11 @@ Run on the device (MLX CUDA); writes ``$OUT/chains_<tag>.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import time
 
 import mlx.core as mx
 
-from probe_graphs import settle, timed_peak  # the same directory: run as a script
+from probe_graphs import run_cases, timed_peak  # the same directory: run as a script
 
 
 def causal_window_mask(S: int, kL: int, window: int | None) -> mx.array:
@@ -115,16 +113,7 @@ def main() -> None:
             ("moe", "deepseek-v2-lite MoE (64 x 1408, k 6)", 2048, 1408, 64, 6, 2048, 16),
             ("moe", "qwen3-30b MoE (128 x 768, k 8)", 2048, 768, 128, 8, 2048, 16),
         ]
-    for c in cases:
-        t0 = time.time()
-        r = sdpa_chain(*c[1:]) if c[0] == "sdpa" else moe_chain(*c[1:])
-        r["case_s"] = round(time.time() - t0, 2)
-        results["cases"].append(r)
-        print(json.dumps(r), flush=True)
-        settle()
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, f"chains_{args.tag}.json"), "w") as f:
-        json.dump(results, f, indent=1)
+    run_cases(cases, {"sdpa": sdpa_chain, "moe": moe_chain}, results, os.path.join(args.out, f"chains_{args.tag}.json"))
 
 
 if __name__ == "__main__":

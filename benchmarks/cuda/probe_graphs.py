@@ -106,15 +106,21 @@ def main() -> None:
             ("cast", 1_100_000_000, 40),   # 1.1G elements: one op per graph
             ("cast", 600_000_000, 60),     # two ops per graph
         ]
+    run_cases(cases, {"matmul": matmul_chain, "cast": cast_chain}, results, os.path.join(args.out, f"graphs_{args.tag}.json"))
+
+
+def run_cases(cases: list[tuple], runners: dict, results: dict, path: str) -> None:
+    """Run each case (its first field names the runner, the rest are its arguments), print its JSON line,
+    and write ``results`` (cases appended) to ``path``."""
     for c in cases:
         t0 = time.time()
-        r = matmul_chain(*c[1:]) if c[0] == "matmul" else cast_chain(*c[1:])
+        r = runners[c[0]](*c[1:])
         r["case_s"] = round(time.time() - t0, 2)
         results["cases"].append(r)
         print(json.dumps(r), flush=True)
         settle()
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, f"graphs_{args.tag}.json"), "w") as f:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
         json.dump(results, f, indent=1)
 
 

@@ -230,10 +230,7 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
     every call instead of the first and the last few."""
     _validate_profile(profile)
     p = profile
-    dt = dtype or p.dtype
-    if dt not in DTYPE_BYTES:
-        raise InputError(f"dtype must be one of {sorted(DTYPE_BYTES)}, got {dt!r}")
-    act = DTYPE_BYTES[dt]
+    dt, act = _activation_dtype(p, dtype)
     kr = routes or KernelRoutes.for_backend(backend, mlx_version)
     why = T.unverified_peak(p, kr)
     if why:
@@ -328,6 +325,14 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
     )
 
 
+def _activation_dtype(p: Profile, dtype: str | None) -> tuple[str, int]:
+    """The activation dtype (``dtype`` or the profile's) and its bytes per element."""
+    dt = dtype or p.dtype
+    if dt not in DTYPE_BYTES:
+        raise InputError(f"dtype must be one of {sorted(DTYPE_BYTES)}, got {dt!r}")
+    return dt, DTYPE_BYTES[dt]
+
+
 def _calls(request: Request) -> tuple[list[int], list[int]]:
     """The calls that filled the prefix cache, and the prompt's own calls (query lengths, in order)."""
     prefix_calls = calls_for(request.cached, "generate", request.chunk) if request.cached else []
@@ -355,9 +360,7 @@ def call_items(profile: Profile, request: Request, call: int, *, backend: str = 
     MLX commits; ``transient.graph_ends`` of these items must land on the same count)."""
     _validate_profile(profile)
     p = profile
-    dt = dtype or p.dtype
-    if dt not in DTYPE_BYTES:
-        raise InputError(f"dtype must be one of {sorted(DTYPE_BYTES)}, got {dt!r}")
+    dt, act = _activation_dtype(p, dtype)
     kr = routes or KernelRoutes.for_backend(backend, mlx_version)
     _, tiled = tiled_state()
     prefix_calls, calls = _calls(request)
@@ -369,7 +372,7 @@ def call_items(profile: Profile, request: Request, call: int, *, backend: str = 
     for ci, s in enumerate(calls):
         steps = {name: tuple(st.step(s) for st in sts) for name, sts in states.items()}
         if ci == call:
-            return _call_items(p, s, offset, steps, kr, tiled, dt, DTYPE_BYTES[dt], False, last=ci == len(calls) - 1,
+            return _call_items(p, s, offset, steps, kr, tiled, dt, act, False, last=ci == len(calls) - 1,
                                direct=request.schedule == "direct")[1]
         offset += s
     raise AssertionError("unreachable")

@@ -89,8 +89,6 @@ class Item:
     nodes: int = -1  # CUDA graph nodes (kernels) the item's ops add (-1: ``ops``)
     op_bytes: tuple = ()  # bytes each op allocates (``ops`` entries, summing to ``bytes``) where it matters
     # which op allocates them (a graph boundary can fall inside the item); empty: spread evenly
-    hold: int = 0  # bytes of this item's arrays that only an op at the end of the call reads: they stay
-    # alive from here to the end of the call (counted for every window that starts after the item)
 
 
 @dataclass(frozen=True, slots=True)
@@ -588,10 +586,10 @@ def _linear_attention(p: Profile, lt: LayerType, entry: CacheEntry, step: EntryS
 def unverified_peak(p: Profile, routes: KernelRoutes) -> str | None:
     """Why the prefill peak of ``p`` on ``routes``' backend is reported as unknown instead of a number, or None.
 
-    Mamba2 (nemotron_h) layers on CUDA: ``_ssd_items_cuda`` replays MLX's graphs to within 8% and puts
-    Nemotron-H-56B at 1.10 / 1.13 of the H200's peak with the prefill step it was built on (2048), but its
-    estimates written before measuring steps 1024 and 4096 came out at 0.85 / 0.85 / 0.90 of them: the
-    final-state holds are not understood well enough to promise a bound."""
+    Mamba2 (nemotron_h) layers on CUDA: ``_ssd_items_cuda`` replays MLX's graphs to within 8%, but what each
+    layer keeps alive until the end of the forward (its final state's inputs) is not understood well enough
+    to promise a bound: modelled, Nemotron-H-56B came out at 1.10 / 1.13 of the H200's peak at prefill step
+    2048 and 0.85 / 0.85 / 0.90 at steps 1024 and 4096 (estimates written before measuring)."""
     if routes.executor.graph_commit is None:
         return None
     if p.mlx_model_type == "nemotron_h" and any(e.kind == "state" for lt in p.layer_types.values() for e in lt.entries):
@@ -610,16 +608,13 @@ def _ssd_items_cuda(S: int, H: int, dh: int, N: int, G: int, md: int, state: boo
     makes of B (next_state) and of C broadcast over the group's heads (y_prev) - the single-op peaks
     measured on CPU (benchmarks/cuda/README.md, "Nemotron-H").
 
-    The cache's new state is the last block's next_state, which no later layer reads: MLX's tape reaches it
-    only after the whole forward, so what it reads stays allocated until the end of the call (``hold`` on
-    the last item): the layer's fp32 dt*x (S x H x head_dim), the last block's decay (read through a slice
-    view) and the state before it. Measured on the H200: the peak grows with depth (10.4 / 13.3 / 17.9 /
-    23.5 / 28.0 GiB for the first 8 / 16 / 32 / 64 / all 118 layers of Nemotron-H-56B, 4k-8k tokens) and
-    falls back near the end of each chunk, when those states are evaluated.
-
-    Status: the graphs it replays are within 8% of the traced ones, and the peak it gives is 1.10 / 1.13 at
-    prefill step 2048 but 0.85-0.90 at steps 1024 / 4096 (predicted before measuring): the holds are not
-    fully understood, so ``unverified_peak`` reports the CUDA peak of these layers as unknown."""
+    What these items do not hold: the cache's new state is the last block's next_state, which no later layer
+    reads, so MLX's tape reaches it only after the whole forward and what it reads stays allocated until
+    then. Measured on the H200 the peak grows with depth (10.4 / 13.3 / 17.9 / 23.5 / 28.0 GiB for the first
+    8 / 16 / 32 / 64 / all 118 layers of Nemotron-H-56B, 4k-8k tokens) and falls back near the end of each
+    chunk. Charging dt*x + the last decay + the previous state per layer gave 1.10 / 1.13 at step 2048 but
+    0.85-0.90 at steps 1024 / 4096 (predicted before measuring), so the items replay the graphs (within 8% of
+    the traced ones) and ``unverified_peak`` reports the CUDA peak of these layers as unknown."""
     f = 4
     items = [Item("mamba.ssd_prep", S * H * f * 3 + S * H * dh * f, 6, 4,
                   elems=(S * H, S * H, H, S * H, S * H, S * H * dh + S * H))]
@@ -658,8 +653,6 @@ def _ssd_items_cuda(S: int, H: int, dh: int, N: int, G: int, md: int, state: boo
         items += blk
     items.append(Item("mamba.ssd_concat", S * H * dh * md * 2, 3, 2, out=S * H * dh * md,
                       elems=(S * H * dh, H, 2 * S * H * dh)))
-    blk = min(S, 256)
-    items.append(Item("mamba.final_state_inputs", 0, 1, nodes=0, hold=S * H * dh * f + H * blk * blk * f + H * dh * N * f))
     return items
 
 
@@ -744,9 +737,6 @@ class _Live:
         self.cum = [0.0]
         for it in items:
             self.cum.append(self.cum[-1] + it.bytes)
-        self.held = [0]
-        for it in items:
-            self.held.append(self.held[-1] + it.hold)
 
     @property
     def total(self) -> int:
@@ -779,12 +769,8 @@ class _Live:
                 who.append((i, add))
         return tot, who
 
-    def held_before(self, lo: float) -> int:
-        """``hold`` bytes of the items that ended at or before ``lo``: still alive inside the window."""
-        return self.held[bisect.bisect_right(self.bounds, lo) - 1] if self.held[-1] else 0
-
     def sum(self, lo: float, hi: float) -> float:
-        return self.upto(hi) - self.upto(lo) + self.carried(lo)[0] + self.held_before(lo)
+        return self.upto(hi) - self.upto(lo) + self.carried(lo)[0]
 
     def terms(self, lo: float, hi: float) -> dict[str, int]:
         terms: dict[str, float] = {}
@@ -796,11 +782,6 @@ class _Live:
         for i, add in self.carried(lo)[1]:
             k = self.items[i].term + ".carried"
             terms[k] = terms.get(k, 0.0) + add
-        if self.held[-1]:
-            n = bisect.bisect_right(self.bounds, lo) - 1
-            for it in self.items[:n]:
-                if it.hold:
-                    terms[it.term + ".held"] = terms.get(it.term + ".held", 0.0) + it.hold
         return {k: int(round(v)) for k, v in terms.items()}
 
 
@@ -888,7 +869,7 @@ def split_ops(items: list[Item]) -> list[Item]:
             last = k == n - 1
             if last:
                 out.append(Item(it.term, b, 1, 0, carry=it.carry, carry_items=it.carry_items,
-                                out=it.bytes if it.out < 0 else it.out, elems=el[k], nodes=nodes / n, hold=it.hold))
+                                out=it.bytes if it.out < 0 else it.out, elems=el[k], nodes=nodes / n))
             else:
                 out.append(Item(it.term, b, 1, 0, carry=b, carry_items=n - 1 - k, out=0, elems=el[k],
                                 nodes=nodes / n))
