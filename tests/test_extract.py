@@ -103,6 +103,17 @@ FORMULA = {
     "phi-4": (40 * 2 * 10 * 128 * 2, 0, 0),
     "qwen3.5-9b": (8 * 2 * 4 * 256 * 2, 0, 24 * ((4 - 1) * (2 * 16 * 128 + 32 * 128) * 2 + 32 * 128 * 128 * 4)),  # 8 full + 24 DeltaNet (bf16 conv + fp32 state)
     "devstral-2-123b-instruct": (88 * 2 * 8 * 128 * 2, 0, 0),
+    "llama-3.2-3b-base": (28 * 2 * 8 * 128 * 2, 0, 0),
+    "qwen2.5-14b": (48 * 2 * 8 * 128 * 2, 0, 0),
+    "qwen2.5-3b": (36 * 2 * 2 * 128 * 2, 0, 0),
+    "qwen3-4b": (36 * 2 * 8 * 128 * 2, 0, 0),
+    "qwen3-4b-instruct-2507": (36 * 2 * 8 * 128 * 2, 0, 0),
+    "qwen3-4b-thinking-2507": (36 * 2 * 8 * 128 * 2, 0, 0),
+    "smollm2-1.7b-instruct": (24 * 2 * 32 * 64 * 2, 0, 0),
+    "llama-3-8b": (32 * 2 * 8 * 128 * 2, 0, 0),
+    "llama-3-70b": (80 * 2 * 8 * 128 * 2, 0, 0),
+    "cogito-v1-preview-qwen-14b": (48 * 2 * 8 * 128 * 2, 0, 0),
+    "nemotron-3-super-120b-a12b": (8 * 2 * 2 * 128 * 2, 0, 40 * ((4 - 1) * (128 * 64 + 2 * 8 * 128) * 2 + 128 * 64 * 128 * 4)),  # 8 attention + 40 Mamba-2 (bf16 conv + fp32 state)
 }
 UNSUPPORTED = {"lfm2.5-vl-1.6b": "lfm2_vl"}  # mlx-lm 0.32.2 cannot import mlx_lm.models.lfm2_vl
 
