@@ -114,6 +114,15 @@ FORMULA = {
     "llama-3-70b": (80 * 2 * 8 * 128 * 2, 0, 0),
     "cogito-v1-preview-qwen-14b": (48 * 2 * 8 * 128 * 2, 0, 0),
     "nemotron-3-super-120b-a12b": (8 * 2 * 2 * 128 * 2, 0, 40 * ((4 - 1) * (128 * 64 + 2 * 8 * 128) * 2 + 128 * 64 * 128 * 4)),  # 8 attention + 40 Mamba-2 (bf16 conv + fp32 state)
+    "allam-7b-instruct-preview": (32 * 2 * 32 * 128 * 2, 0, 0),
+    "qwen3-embedding-8b": (36 * 2 * 8 * 128 * 2, 0, 0),
+    "qwen3-embedding-4b": (36 * 2 * 8 * 128 * 2, 0, 0),
+    "qwen3-embedding-0.6b": (28 * 2 * 8 * 128 * 2, 0, 0),
+    "codellama-7b": (32 * 2 * 32 * 128 * 2, 0, 0),
+    "tinyllama-1.1b-chat-v0.4": (22 * 2 * 4 * 64 * 4, 0, 0),  # float32 checkpoint: 4-byte cache
+    "smollm-135m-instruct": (30 * 2 * 3 * 64 * 2, 0, 0),
+    "smollm-360m-instruct": (32 * 2 * 5 * 64 * 2, 0, 0),
+    "smollm-1.7b-instruct": (24 * 2 * 32 * 64 * 2, 0, 0),
 }
 UNSUPPORTED = {"lfm2.5-vl-1.6b": "lfm2_vl"}  # mlx-lm 0.32.2 cannot import mlx_lm.models.lfm2_vl
 
