@@ -34,3 +34,17 @@ def env_profile_dirs() -> list[Path]:
     """User profile directories from ``OMLX_PROFILES_PATH`` (os.pathsep-separated)."""
     raw = os.environ.get(ENV_PROFILES_PATH, "")
     return [Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip()]
+
+
+def data_file_kind(path: Path) -> str:
+    """What a data file under a profiles directory is, from where it sits (the layout ``profiles/`` uses):
+    ``kernels/<backend>.yaml`` a kernel-route table, ``calibration/<backend>/*.yaml`` measured peaks,
+    ``mlx_lm/*.yaml`` an mlx-lm module recipe, anything else a family file."""
+    p = Path(path)
+    if p.parent.name == "kernels":
+        return "kernels"
+    if p.parent.parent.name == "calibration":
+        return "calibration"
+    if p.parent.name == "mlx_lm":
+        return "module"
+    return "family"

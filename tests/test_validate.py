@@ -6,7 +6,7 @@ import re
 import pytest
 
 LLAMA_OK = """\
-# yaml-language-server: $schema=../schema/profile.schema.json
+# yaml-language-server: $schema=../schema/v1/profile.schema.json
 family: t
 model_types: [llama]
 defaults:
