@@ -167,6 +167,7 @@ def validate_paths(paths: list[Path] | None = None) -> tuple[list[Issue], int]:
                 if _key(sib) not in seen and data_file_kind(sib) == "family":
                     user.append(sib)
                     seen.add(_key(sib))
+        user.sort(key=lambda p: (str(p.parent), p.name))  # the order a directory loads in
         # user files load the way the registry loads a user directory: on top of the built-in profiles,
         # so a `base:` naming a built-in variant resolves and an id taken over is a note, not an error
         sources = [s for s in (base, user) if s]
