@@ -77,3 +77,58 @@ def test_schema_rejects_bool_for_int():
     errs = list(jsonschema.Draft202012Validator(s).iter_errors(doc))
     assert errs, "a bool must not pass as a layer count"
     assert schema_models.ProfileFile  # models importable
+
+
+def test_schema_check_on_a_vendored_copy(cli, tmp_path):
+    """A downstream repository vendors the schemas once and checks them in CI: clean, drifted, missing."""
+    vend = tmp_path / "schema"
+    code, out, _ = cli("schema", "--write", str(vend))
+    assert code == 0 and len(out.splitlines()) == 3
+    assert sorted(p.name for p in (vend / "v1").iterdir()) == [
+        "calibration.schema.json", "kernels.schema.json", "profile.schema.json"]
+    code, out, err = cli("schema", "--check", str(vend))
+    assert (code, err) == (0, ""), err
+    p = vend / "v1" / "kernels.schema.json"
+    p.write_text(p.read_text().replace('"cuda"', '"tpu"'))
+    code, _, err = cli("schema", "--check", str(vend))
+    assert code == 1 and "v1/kernels.schema.json" in err and "profile.schema.json" not in err
+    code, _, err = cli("schema", "--check", str(tmp_path / "nothing"))
+    assert code == 1 and err.count("is missing or differs") == 3
+    code, _, _ = cli("schema", "--check")  # the package's own committed copy
+    assert code == 0
+
+
+def test_writers_emit_the_hint_and_valid_files(tmp_path):
+    """``extract --write``'s skeleton and ``calibrate``'s file start with their versioned hint, and the
+    calibration writer's output passes ``validate`` (its model declares every key the writer emits)."""
+    from omlx_profiles.cli.cmd_calibrate import _write
+    from omlx_profiles.extraction.skeleton import SCHEMA_LINE
+    from omlx_profiles.schema_export import hint_line
+    from omlx_profiles.validate import validate_paths
+
+    assert SCHEMA_LINE == "# yaml-language-server: $schema=../schema/v1/profile.schema.json"
+    out = tmp_path / "calibration" / "cpu" / "t.yaml"
+    out.parent.mkdir(parents=True)
+    point = {"model": "t", "config_inline": {"model_type": "llama"}, "model_type": "llama", "prefill_step_size": 256,
+             "tokens": 512, "cached_tokens": 0, "dtype": "bf16", "kv_bytes": 1, "weights_bytes": 2,
+             "peak_over_baseline": [5, 7], "peak_over_baseline_max": 7, "estimate_at_calibration": 8,
+             "chunks": [{"q_len": 256, "kv_len": 256, "before": 0, "peak": 7}]}
+    _write(out, "cpu", {"default_device": "Device(cpu, 0)", "mlx_version": "0.32.4", "mlx_lm_version": "0.32.2"},
+           "bf16", [point])
+    assert out.read_text().splitlines()[0] == hint_line("calibration.schema.json", 3)
+    assert validate_paths([out]) == ([], 0)
+
+
+def test_builtin_calibration_files_validate_and_bad_ones_do_not(tmp_path):
+    from omlx_profiles.validate import validate_paths
+
+    files = sorted((PROFILES / "calibration").glob("*/*.yaml"))
+    assert len(files) >= 10
+    assert validate_paths(files)[0] == []
+    bad = tmp_path / "calibration" / "cpu" / "x.yaml"
+    bad.parent.mkdir(parents=True)
+    text = files[0].read_text()
+    bad.write_text(text.replace("tokens:", "tokenz:", 1))
+    issues = validate_paths([bad])[0]
+    assert any(i.path.endswith("tokenz") and "unknown key" in i.message for i in issues), issues
+    assert any(i.path.endswith(".tokens") and "missing" in i.message for i in issues), issues
