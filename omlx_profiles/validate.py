@@ -126,13 +126,13 @@ def validate_data_file(path: Path, kind: str) -> list[Issue]:
     return _jsonschema_issues(path, text, data, schema_name)
 
 
-def validate_paths(paths: list[Path] | None = None) -> tuple[list[Issue], int]:
+def validate_paths(paths: list[Path] | None = None, *, with_siblings: bool = False) -> tuple[list[Issue], int]:
     """All issues of the given files/directories (default: the built-in registry) and the variant count.
 
     Family files are checked together with the rest of the registry they would load into: the
-    built-in profiles, plus - for a file given on its own, as a pre-commit hook passes the staged ones -
-    the other family files of its directory, so a ``base:`` in an unchanged sibling resolves and an id
-    claimed twice across files is found.
+    built-in profiles, plus with ``with_siblings`` (what the pre-commit hook asks for: it passes only the
+    staged files) the other family files of each given file's directory, so a ``base:`` in an unchanged
+    sibling resolves and an id claimed by an unchanged file is found.
     """
     found, issues = expand(paths or [builtin_profiles_dir()])
     good: list[Path] = []
@@ -162,7 +162,7 @@ def validate_paths(paths: list[Path] | None = None) -> tuple[list[Issue], int]:
         base = [given.get(_key(b), b) for b in builtin if _key(b) not in bad]
         user = [p for p in good if _key(p) not in in_builtin]
         seen = {_key(p) for p in base + user} | bad
-        for d in sorted({p.parent for p in user}, key=str):  # unchanged siblings of user files
+        for d in sorted({p.parent for p in user} if with_siblings else (), key=str):  # unchanged siblings
             for sib in _yaml_in(d):
                 if _key(sib) not in seen and data_file_kind(sib) == "family":
                     user.append(sib)

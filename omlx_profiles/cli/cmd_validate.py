@@ -21,11 +21,14 @@ def register(sub) -> None:
     p.add_argument("--format", choices=issue_formats.FORMATS, default="text",
                    help="text (default): file:line: field: sentence on stderr; github: workflow annotations; "
                         "json: a list of {file, line, column, field, message, severity}; sarif: SARIF 2.1.0")
+    p.add_argument("--with-siblings", action="store_true",
+                   help="also load the other family files of each given file's directory, as the registry would "
+                        "(the pre-commit hook passes it: it hands over only the staged files)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    issues, count = validate_paths([Path(p) for p in args.paths] or None)
+    issues, count = validate_paths([Path(p) for p in args.paths] or None, with_siblings=args.with_siblings)
     fmt = args.format
     if fmt == "text":
         for issue in issues:
