@@ -157,9 +157,7 @@ def validate_paths(paths: list[Path] | None = None, *, with_siblings: bool = Fal
         except ProfileError:
             builtin = []
         in_builtin = {_key(b) for b in builtin}
-        # a given file replaces its built-in copy (same path: the checkout being committed)
-        given = {_key(p): p for p in good}
-        base = [given.get(_key(b), b) for b in builtin if _key(b) not in bad]
+        base = [b for b in builtin if _key(b) not in bad]  # a broken built-in file is reported once, above
         user = [p for p in good if _key(p) not in in_builtin]
         seen = {_key(p) for p in base + user} | bad
         for d in sorted({p.parent for p in user} if with_siblings else (), key=str):  # unchanged siblings
