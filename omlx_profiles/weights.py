@@ -140,8 +140,11 @@ def estimate_weights(resolution, bits: int | None = None, model_dir=None, *, gro
         config_q = config_quantization(config) if config else None
         if weight_files(d):
             return _from_checkpoint(read_checkpoint(d), bits, group_size, config_q, profile)
+    remote = getattr(resolution, "checkpoint", None)  # hub.RemoteCheckpoint: headers read by range request
+    if d is None and remote is not None:
+        return _from_checkpoint(remote.headers, bits, group_size, config_quantization(remote.config), profile)
     q = _pick_quantization(resolution, profile, bits, group_size, config_q)
-    return _from_profile(profile, q, explicit=bits is not None)
+    return _from_profile(profile, q, explicit=bits is not None, nq=getattr(resolution, "quant", None))
 
 
 def _local_dir(resolution) -> Path | None:
@@ -187,26 +190,28 @@ def config_quantization(config: dict) -> Quantization | None:
     return None
 
 
-def _mode_from_query(query: str) -> str:
-    low = query.lower()
-    for mode in ("mxfp4", "nvfp4", "mxfp8"):
-        if mode in low:
-            return mode
-    return "affine"
-
-
 def _pick_quantization(resolution, profile, bits, group_size, config_q) -> tuple[Quantization, str]:
     w = getattr(profile, "weights", None)
     prof_bits = getattr(w, "bits", None)
     prof_group = getattr(w, "group_size", None)
+    nq = getattr(resolution, "quant", None)  # naming.NameQuant: what the id's suffixes say
     if bits is not None:
         mode = "affine"
         src = "bits as requested"
     elif config_q is not None:
         return config_q, "from config.json quantization"
+    elif nq is not None and nq.parts:
+        # a mixed name (-MXFP4-Q8): the costliest part for every parameter, an upper bound
+        part = max(nq.parts, key=lambda p: Quantization(p.bits, p.group_size, p.mode).nbytes(1 << 20, 2))
+        src = "from the model id" + (f" ({nq.assumed})" if nq.assumed else "")
+        if nq.mixed:
+            src = (f"upper bound: the id names a mixed checkpoint ({nq.label()}); every parameter counted at "
+                   f"its costliest part")
+        return Quantization(part.bits, group_size or part.group_size, part.mode), src
+    elif nq is not None and nq.float_bits:
+        return Quantization(nq.float_bits), "from the model id" + (f" ({nq.notes[0]})" if nq.notes else "")
     elif getattr(resolution, "weights_bits", None):
-        bits, src = resolution.weights_bits, "bits from the model id"
-        mode = _mode_from_query(resolution.query)
+        bits, src, mode = resolution.weights_bits, "bits from the model id", "affine"
     elif prof_bits:
         bits, src, mode = prof_bits, "bits from the profile", "affine"
     else:
@@ -224,13 +229,26 @@ def _pick_quantization(resolution, profile, bits, group_size, config_q) -> tuple
     return Quantization(bits, g, mode), src
 
 
+def _kept_embedding_params(profile, nq) -> int:
+    """AWQ / GPTQ quantize only the blocks' Linear layers: the embedding (and an untied LM head) stay in the
+    model dtype. Untied is assumed when the profile does not say (an upper bound)."""
+    if nq is None or not getattr(nq, "keeps_embeddings", False):
+        return 0
+    w = getattr(profile, "weights", None)
+    if w is not None and getattr(w, "embedding_params", None):
+        return w.embedding_params
+    if profile.vocab_size and profile.hidden_size:
+        return profile.vocab_size * profile.hidden_size * (1 if profile.tie_word_embeddings else 2)
+    return 0
+
+
 def _norm_params(profile) -> int:
     if profile.hidden_size and profile.num_layers:
         return (2 * profile.num_layers + 1) * profile.hidden_size
     return 0
 
 
-def _from_profile(profile, picked: tuple[Quantization, str], explicit: bool) -> WeightsInfo:
+def _from_profile(profile, picked: tuple[Quantization, str], explicit: bool, nq=None) -> WeightsInfo:
     q, why = picked
     w = getattr(profile, "weights", None)
     act = DTYPE_BYTES.get(profile.dtype, 2)
@@ -244,9 +262,10 @@ def _from_profile(profile, picked: tuple[Quantization, str], explicit: bool) -> 
                            f"profile {profile.name!r} has no weights.params; point MODEL at a local model "
                            "directory (its safetensors headers give exact bytes) or add weights.params to the profile")
     if q.quantized:
-        kept = min(_norm_params(profile), params)
+        kept = min(_norm_params(profile) + _kept_embedding_params(profile, nq), params)
         nbytes = q.nbytes(params - kept, act) + kept * act
-        how = f"{params:,} params at {q.label()} ({why}); {kept:,} norm params kept in {profile.dtype}"
+        what = "norm and embedding" if _kept_embedding_params(profile, nq) else "norm"
+        how = f"{params:,} params at {q.label()} ({why}); {kept:,} {what} params kept in {profile.dtype}"
     else:
         nbytes = q.nbytes(params, act)
         how = f"{params:,} params at {q.bits // 8} bytes ({why})"
