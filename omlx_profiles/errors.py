@@ -75,3 +75,19 @@ class NotMLXCheckpointError(UnknownModelError):
     def __init__(self, query: str, what: str, why: str):
         self.query, self.what, self.why, self.suggestions = query, what, why, []
         OmlxProfilesError.__init__(self, f"{query!r} is {what}, not an MLX checkpoint: {why}")
+
+
+class HubError(OmlxProfilesError):
+    """Reading a model from the Hugging Face Hub failed; the message names the repo and what to do."""
+
+
+class HubAccessError(HubError):
+    """401 / 403 / gated: the repo exists but this token (or none) may not read it."""
+
+
+class HubNotFoundError(HubError, LookupError):
+    """404: no such repo, revision or file."""
+
+
+class HubUnavailableError(HubError):
+    """No network, a timeout, ``HF_HUB_OFFLINE`` with nothing cached, or the hub extra not installed."""

@@ -48,7 +48,20 @@ class Resolution:
     checkpoint: object | None = field(default=None, compare=False, repr=False)
     origin: dict | None = field(default=None, compare=False, repr=False)  # hub: repo, revision, commit, cache
 
+    def explain(self, registry: "Registry | None" = None) -> dict[str, str]:
+        """field -> where it came from: the registry YAML ``file:line`` (needs ``registry``), the config key
+        of a config.json / Hub config, the safetensors headers (``weights``)."""
+        from .provenance import explain
+
+        return explain(self, registry=registry)
+
     def as_dict(self) -> dict:
+        out = self._as_dict()
+        if self.origin:
+            out["hub"] = dict(self.origin)
+        return out
+
+    def _as_dict(self) -> dict:
         return {
             "query": self.query,
             "variant": self.profile.name,
