@@ -139,10 +139,12 @@ def estimate_weights(resolution, bits: int | None = None, model_dir=None, *, gro
         config = _read_config(d)
         config_q = config_quantization(config) if config else None
         if weight_files(d):
-            return _from_checkpoint(read_checkpoint(d), bits, group_size, config_q, profile)
+            return _converted_on_load(config, bits) or _from_checkpoint(read_checkpoint(d), bits, group_size, config_q,
+                                                                         profile, config)
     remote = getattr(resolution, "checkpoint", None)  # hub.RemoteCheckpoint: headers read by range request
     if d is None and remote is not None:
-        return _from_checkpoint(remote.headers, bits, group_size, config_quantization(remote.config), profile)
+        return _converted_on_load(remote.config, bits) or _from_checkpoint(
+            remote.headers, bits, group_size, config_quantization(remote.config), profile, remote.config)
     q = _pick_quantization(resolution, profile, bits, group_size, config_q)
     return _from_profile(profile, q, explicit=bits is not None, nq=getattr(resolution, "quant", None))
 
@@ -274,7 +276,61 @@ def _from_profile(profile, picked: tuple[Quantization, str], explicit: bool, nq=
                        group_size=q.group_size, mode=q.mode if q.quantized else None)
 
 
-def _from_checkpoint(ck: CheckpointHeaders, bits, group_size, config_q: Quantization | None, profile) -> WeightsInfo:
+def _converted_on_load(config: dict | None, bits) -> WeightsInfo | None:
+    """AWQ / GPTQ checkpoints mlx-lm 0.32 refuses to load (bits other than 4): unknown, with its reason."""
+    qc = _hf_quant_config(config)
+    if qc is None or bits is not None:
+        return None
+    if qc.get("quant_method") in ("awq", "gptq") and qc.get("bits", 4) != 4:
+        return WeightsInfo(None, False, "unknown", f"mlx-lm loads only 4-bit AutoAWQ / GPTQ checkpoints; this one is "
+                                                   f"{qc.get('bits')!r}-bit (mlx_lm.utils._transform_awq_weights raises)")
+    return None
+
+
+def _hf_quant_config(config: dict | None) -> dict | None:
+    """A Hugging Face ``quantization_config`` mlx-lm converts while loading (when there is no MLX ``quantization``)."""
+    if not isinstance(config, dict) or isinstance(config.get("quantization"), dict):
+        return None
+    qc = config.get("quantization_config")
+    return qc if isinstance(qc, dict) and isinstance(qc.get("quant_method"), str) else None
+
+
+_FLOATS = {"F16": 2, "BF16": 2, "F32": 4}
+
+
+def _loaded_bytes(ck: CheckpointHeaders, config: dict | None) -> tuple[int, str | None]:
+    """Bytes mlx-lm holds after loading ``ck``: the stored sum, except for formats it converts on load.
+
+    AutoAWQ / GPTQ (``mlx_lm.utils._transform_awq_weights``): ``qweight`` is repacked to a ``uint32``
+    weight of the same size, ``qzeros`` is replaced by ``biases`` the size of ``scales`` (a missing
+    ``qzeros`` still gets them), and every float tensor is cast to the scales' dtype.
+    """
+    qc = _hf_quant_config(config)
+    if qc is None or qc.get("quant_method") not in ("awq", "gptq"):
+        return ck.nbytes, None
+    tensors = {t.name: t for f in ck.files for t in f.tensors}
+    scale_dt = next((t.dtype for n, t in tensors.items() if n.endswith(".scales") and t.dtype in _FLOATS), "F16")
+    total = 0
+    for name, t in tensors.items():
+        if name.endswith(".qzeros") or name.endswith(".g_idx"):
+            continue
+        if name.endswith(".qweight"):
+            total += t.nbytes
+            sc = tensors.get(name[: -len(".qweight")] + ".scales")
+            total += sc.nbytes if sc is not None else 0  # the biases mlx-lm makes
+        elif t.dtype in _FLOATS:
+            n = 1
+            for d_ in t.shape:
+                n *= d_
+            total += n * _FLOATS[scale_dt]
+        else:
+            total += t.nbytes
+    return total, (f"{qc['quant_method'].upper()} checkpoint as mlx-lm loads it: qweight repacked, qzeros replaced by "
+                   f"biases the size of scales, floats cast to {scale_dt} (stored: {ck.nbytes:,} bytes)")
+
+
+def _from_checkpoint(ck: CheckpointHeaders, bits, group_size, config_q: Quantization | None, profile,
+                     config: dict | None = None) -> WeightsInfo:
     n_files = len(ck.files)
     where = f"{ck.directory} ({n_files} file{'s' if n_files != 1 else ''}, {ck.tensor_count} tensors)"
     stored_q = config_q
@@ -284,6 +340,13 @@ def _from_checkpoint(ck: CheckpointHeaders, bits, group_size, config_q: Quantiza
                                                       or group_size == stored_q.group_size))
     if same:
         q = stored_q
+        loaded, how = _loaded_bytes(ck, config)
+        if how is not None:
+            hq = _hf_quant_config(config) or {}
+            g = hq.get("group_size", 128)
+            return WeightsInfo(loaded, True, "safetensors headers", how, bits=4, group_size=g if type(g) is int else None,
+                               mode="affine", files=n_files, tensors=ck.tensor_count, directory=str(ck.directory),
+                               stored_dtypes=ck.dtypes())
         return WeightsInfo(ck.nbytes, True, "safetensors headers", None,
                            params=None if quantized_ck else _count_params(ck),
                            bits=q.bits if q else stored_bits, group_size=q.group_size if q else None,
