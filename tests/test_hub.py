@@ -330,6 +330,13 @@ def test_cli_estimate_hub_id_then_offline(hub, tmp_path):
     assert code == 0, err
     # the same order of time as a registry id (interpreter start dominates both)
     assert t_hub < 2 * t_reg + 1.0, (t_hub, t_reg)
+    code, out, err, _ = _cli(env, "fit", repo, "--budget", "64GiB", "--json")
+    assert code in (0, 1), err
+    fit = json.loads(out)
+    assert fit["weights_bytes"] == total and fit["weights"]["exact"] and fit["weights"]["files"] == 4
+    png = tmp_path / "c.png"
+    code, out, err, _ = _cli(env, "chart", repo, "--budget", "64GiB", "-o", str(png))
+    assert code in (0, 1) and png.is_file(), err
     code, out, err, _ = _cli(env, "resolve", repo, "--explain")
     assert code == 0 and "no network" in out and "safetensors headers" in out and "hf://" in out
     code, out, err, _ = _cli(env, "estimate", "someone/never-read", "--tokens", "1k")
