@@ -57,6 +57,8 @@ class Resolution:
 
     def as_dict(self) -> dict:
         out = self._as_dict()
+        if self.quant is not None:  # only when the id names a storage: other answers keep their shape
+            out["quantization"] = self.quant.as_dict()
         if self.origin:
             out["hub"] = dict(self.origin)
         return out
@@ -69,7 +71,6 @@ class Resolution:
             "matched_by": self.matched_by,
             "matched": self.matched,
             "weights_bits": self.weights_bits,
-            "quantization": self.quant.as_dict() if self.quant else None,
             "source": self.profile.source,
             "ids": list(self.profile.ids),
             "aliases": list(self.profile.aliases),

@@ -103,7 +103,7 @@ def test_exact_weights_from_headers_only(hub, reg, label, q):
     config = quantized(cfg("qwen3-0.6b"), q)
     tensors = llama_like(config, q)
     repo = f"mlx-community/Qwen3-0.6B-{label}"
-    total = publish(hub, repo, config, tensors, n_shards=3, pad=4096)
+    total = publish(hub, repo, config, tensors, n_shards=3)
     res = resolve_hub(repo, registry=reg)
     w = estimate_weights(res)
     assert w.exact and w.bytes == total  # the shards' data sections, as served

@@ -70,8 +70,11 @@ def resolve_hub(query: str, revision: str | None = None, *, registry: Registry |
     repo, at = repo_id(query)
     revision = revision or at or "main"
     rec = None if refresh else cache.lookup(repo, revision)
-    if rec is not None and rec.get("files") and cache.headers_of(rec, "") is None:
-        rec = None  # a damaged record: a miss
+    headers = None
+    if rec is not None and rec.get("files"):
+        headers = cache.headers_of(rec, f"hf://{repo}@{str(rec.get('commit'))[:12]}")
+        if headers is None:
+            rec = None  # a damaged record: a miss
     from_cache = rec is not None
     if rec is None:
         if cache.offline():
@@ -101,7 +104,8 @@ def resolve_hub(query: str, revision: str | None = None, *, registry: Registry |
         hints = [h for h in (parsed.stems if parsed else ())] + list(ex.ids)
         profile, mnotes = match_registry(profile, registry, hints)
         notes.extend(mnotes)
-    headers = cache.headers_of(rec, where)
+    if headers is None:
+        headers = cache.headers_of(rec, where)
     stats = rec.get("stats") or {}
     prov = dict(profile.provenance)
     if headers is not None:
