@@ -298,35 +298,73 @@ def _hf_quant_config(config: dict | None) -> dict | None:
 _FLOATS = {"F16": 2, "BF16": 2, "F32": 4}
 
 
-def _loaded_bytes(ck: CheckpointHeaders, config: dict | None) -> tuple[int, str | None]:
+def _loaded_bytes(ck: CheckpointHeaders, config: dict | None) -> tuple[int, str | None, dict]:
     """Bytes mlx-lm holds after loading ``ck``: the stored sum, except for formats it converts on load.
 
     AutoAWQ / GPTQ (``mlx_lm.utils._transform_awq_weights``): ``qweight`` is repacked to a ``uint32``
     weight of the same size, ``qzeros`` is replaced by ``biases`` the size of ``scales`` (a missing
-    ``qzeros`` still gets them), and every float tensor is cast to the scales' dtype.
+    ``qzeros`` still gets them), and every float tensor is cast to the scales' dtype: exact.
+    fp8 (other than ue8m0 scales over 32x32 blocks, which mlx-lm keeps packed as mxfp8): the model's
+    ``sanitize`` dequantizes each F8 weight with its ``weight_scale_inv`` to bf16 (deepseek_v3.py): F8
+    elements at 2 bytes, the scales dropped - an upper bound for a model that keeps them packed.
+    Returns (bytes, note or None, WeightsInfo fields).
     """
     qc = _hf_quant_config(config)
-    if qc is None or qc.get("quant_method") not in ("awq", "gptq"):
-        return ck.nbytes, None
+    method = qc.get("quant_method") if qc else None
     tensors = {t.name: t for f in ck.files for t in f.tensors}
-    scale_dt = next((t.dtype for n, t in tensors.items() if n.endswith(".scales") and t.dtype in _FLOATS), "F16")
-    total = 0
-    for name, t in tensors.items():
-        if name.endswith(".qzeros") or name.endswith(".g_idx"):
-            continue
-        if name.endswith(".qweight"):
-            total += t.nbytes
-            sc = tensors.get(name[: -len(".qweight")] + ".scales")
-            total += sc.nbytes if sc is not None else 0  # the biases mlx-lm makes
-        elif t.dtype in _FLOATS:
-            n = 1
-            for d_ in t.shape:
-                n *= d_
-            total += n * _FLOATS[scale_dt]
-        else:
-            total += t.nbytes
-    return total, (f"{qc['quant_method'].upper()} checkpoint as mlx-lm loads it: qweight repacked, qzeros replaced by "
-                   f"biases the size of scales, floats cast to {scale_dt} (stored: {ck.nbytes:,} bytes)")
+    if method in ("awq", "gptq"):
+        scale_dt = next((t.dtype for n, t in tensors.items() if n.endswith(".scales") and t.dtype in _FLOATS), "F16")
+        total = 0
+        for name, t in tensors.items():
+            if name.endswith(".qzeros") or name.endswith(".g_idx"):
+                continue
+            if name.endswith(".qweight"):
+                total += t.nbytes
+                sc = tensors.get(name[: -len(".qweight")] + ".scales")
+                total += sc.nbytes if sc is not None else 0  # the biases mlx-lm makes
+            elif t.dtype in _FLOATS:
+                total += _elements(t.shape) * _FLOATS[scale_dt]
+            else:
+                total += t.nbytes
+        g = qc.get("group_size", 128)
+        return total, (f"{method.upper()} checkpoint as mlx-lm loads it: qweight repacked, qzeros replaced by "
+                       f"biases the size of scales, floats cast to {scale_dt} (stored: {ck.nbytes:,} bytes)"), \
+            {"exact": True, "bits": 4, "group_size": g if type(g) is int else None, "mode": "affine"}
+    if method == "fp8" and not (qc.get("scale_fmt") == "ue8m0" and list(qc.get("weight_block_size") or ()) == [32, 32]):
+        total = 0
+        for name, t in tensors.items():
+            if name.endswith("scale_inv"):
+                continue
+            total += _elements(t.shape) * 2 if t.dtype.startswith("F8_") else t.nbytes
+        return total, (f"upper bound: an fp8 checkpoint, dequantized to bf16 by the model's sanitize as mlx-lm "
+                       f"loads it (F8 weights at 2 bytes, scale_inv dropped; stored: {ck.nbytes:,} bytes)"), \
+            {"exact": False, "bits": 16, "group_size": None, "mode": None}
+    return ck.nbytes, None, {}
+
+
+def _per_layer_widths(config: dict | None, q: Quantization | None) -> str | None:
+    """``"4-bit mxfp4, group 32 x 24 layers + 8-bit, group 64 (default)"`` when config.json's MLX
+    ``quantization`` has per-layer entries of another width or mode (mlx-lm's mixed recipes), else ``None``."""
+    qd = config.get("quantization") if isinstance(config, dict) else None
+    if not isinstance(qd, dict) or q is None:
+        return None
+    counts: dict[str, int] = {}
+    for v in qd.values():
+        if isinstance(v, dict):
+            b, g, m = v.get("bits"), v.get("group_size"), v.get("mode", "affine")
+            if type(b) is int and m in MODE_DEFAULTS and (b, m) != (q.bits, q.mode):
+                part = Quantization(b, g if type(g) is int and g > 0 else MODE_DEFAULTS[m][0], m).label()
+                counts[part] = counts.get(part, 0) + 1
+    if not counts:
+        return None
+    return " + ".join(f"{k} x {n} modules" for k, n in counts.items()) + f" + {q.label()} (default)"
+
+
+def _elements(shape) -> int:
+    n = 1
+    for d_ in shape:
+        n *= d_
+    return n
 
 
 def _from_checkpoint(ck: CheckpointHeaders, bits, group_size, config_q: Quantization | None, profile,
@@ -340,13 +378,16 @@ def _from_checkpoint(ck: CheckpointHeaders, bits, group_size, config_q: Quantiza
                                                       or group_size == stored_q.group_size))
     if same:
         q = stored_q
-        loaded, how = _loaded_bytes(ck, config)
+        loaded, how, kw = _loaded_bytes(ck, config)
         if how is not None:
-            hq = _hf_quant_config(config) or {}
-            g = hq.get("group_size", 128)
-            return WeightsInfo(loaded, True, "safetensors headers", how, bits=4, group_size=g if type(g) is int else None,
-                               mode="affine", files=n_files, tensors=ck.tensor_count, directory=str(ck.directory),
-                               stored_dtypes=ck.dtypes())
+            return WeightsInfo(loaded, kw["exact"], "safetensors headers", how, bits=kw["bits"],
+                               group_size=kw["group_size"], mode=kw["mode"], files=n_files, tensors=ck.tensor_count,
+                               directory=str(ck.directory), stored_dtypes=ck.dtypes())
+        mixed = _per_layer_widths(config, q)
+        if mixed:  # the bytes are the headers' either way; the label must not claim one width
+            return WeightsInfo(ck.nbytes, True, "safetensors headers", f"mixed per layer: {mixed}", params=None,
+                               bits=None, group_size=None, mode="mixed", files=n_files, tensors=ck.tensor_count,
+                               directory=str(ck.directory), stored_dtypes=ck.dtypes())
         return WeightsInfo(ck.nbytes, True, "safetensors headers", None,
                            params=None if quantized_ck else _count_params(ck),
                            bits=q.bits if q else stored_bits, group_size=q.group_size if q else None,

@@ -37,6 +37,11 @@ def cfg(name: str) -> dict:
 
 @pytest.fixture
 def hub(monkeypatch, tmp_path):
+    from huggingface_hub import constants
+
+    # huggingface_hub reads HF_HUB_OFFLINE once, when first imported (mlx_lm imports it in other tests,
+    # under the suite-wide HF_HUB_OFFLINE=1 of conftest.py); this process is online for these tests
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     with Hub() as h:
         monkeypatch.setenv("HF_ENDPOINT", h.url)
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
@@ -128,6 +133,7 @@ def test_mixed_per_layer_quantization(hub, reg):
     total = publish(hub, "mlx-community/Qwen3-0.6B-mixed_4_8", config, tensors, n_shards=2)
     w = estimate_weights(resolve_hub("mlx-community/Qwen3-0.6B-mixed_4_8", registry=reg))
     assert w.exact and w.bytes == total
+    assert w.bits is None and w.mode == "mixed" and "8-bit, group 64 x 49 modules" in w.reason
 
 
 def test_profile_is_the_configs_and_matches_the_registry(hub, reg):
@@ -341,3 +347,28 @@ def test_cli_estimate_hub_id_then_offline(hub, tmp_path):
     assert code == 0 and "no network" in out and "safetensors headers" in out and "hf://" in out
     code, out, err, _ = _cli(env, "estimate", "someone/never-read", "--tokens", "1k")
     assert code == 2 and "HF_HUB_OFFLINE" in err and "Traceback" not in err and "internal error" not in err
+
+
+def test_fp8_checkpoint_is_counted_dequantized_never_under(hub, reg):
+    """mlx-lm dequantizes block-fp8 checkpoints to bf16 in the model's sanitize (deepseek_v3.py): the stored
+    sum (1 byte per weight) would under-count; the answer is an upper bound at 2 bytes, labelled so."""
+    config = copy.deepcopy(cfg("qwen3-0.6b"))
+    config["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128],
+                                     "activation_scheme": "dynamic"}
+    tensors, f8, other = [], 0, 0
+    for t in llama_like(config, None):
+        name, dt, shape = t
+        if len(shape) == 2 and "embed" not in name:
+            tensors.append((name, "F8_E4M3", shape))
+            tensors.append((name + "_scale_inv", "F32", [-(-shape[0] // 128), -(-shape[1] // 128)]))
+            f8 += shape[0] * shape[1]
+        else:
+            tensors.append(t)
+            n = 1
+            for d in shape:
+                n *= d
+            other += 2 * n
+    stored = publish(hub, "Qwen/Qwen3-0.6B-FP8", config, tensors, n_shards=2)
+    w = estimate_weights(resolve_hub("Qwen/Qwen3-0.6B-FP8", registry=reg))
+    assert w.bytes == 2 * f8 + other and w.bytes > stored
+    assert not w.exact and "upper bound" in w.reason and w.bits == 16

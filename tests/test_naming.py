@@ -137,3 +137,18 @@ def test_table_is_schema_checked(tmp_path, monkeypatch):
             naming.parse_id("a/b-4bit")
     finally:
         naming._table.cache_clear()
+
+
+def test_api_resolve_local_dir_files_win(tmp_path):
+    """``resolve(model_id, local_dir=...)``: the directory's config.json, whatever the id says."""
+    import shutil
+
+    import omlx_profiles
+    from .conftest import CONFIGS
+
+    d = tmp_path / "Qwen3-0.6B-4bit"  # named like a smaller model than it holds
+    d.mkdir()
+    shutil.copy(CONFIGS / "qwen3-8b.json", d / "config.json")
+    r = omlx_profiles.resolve("mlx-community/Qwen3-0.6B-4bit", local_dir=d)
+    assert r.matched_by == "directory" and r.profile.num_layers == 36
+    assert r.explain()["num_layers"].startswith(str(d))
