@@ -35,17 +35,22 @@ class LoadedConfig:
 
 def config_file(path: Path | str) -> Path:
     """The config.json a path names: the file itself, or ``DIR/config.json``."""
+    from ..files import regular_file
+
     p = Path(path).expanduser()
-    if p.is_dir():
-        c = p / "config.json"
-        if not c.is_file():
+    try:
+        is_dir = p.is_dir()
+    except (OSError, ValueError) as e:
+        raise InputError(f"{p}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+    if is_dir:
+        c = regular_file(p / "config.json", "config.json")  # a FIFO here is said, not "no config.json"
+        if c is None:
             raise InputError(f"{p}: directory has no config.json")
         return c
-    if not p.exists():
+    c = regular_file(p, "config")
+    if c is None:
         raise InputError(f"{p}: no such file or directory")
-    if not p.is_file():
-        raise InputError(f"{p}: not a regular file")
-    return p
+    return c
 
 
 def load_config(path: Path | str) -> LoadedConfig:
