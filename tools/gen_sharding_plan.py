@@ -26,6 +26,7 @@ Usage: ``python tools/gen_sharding_plan.py [MLX_LM_MODELS_DIR] [--check]``.
 from __future__ import annotations
 
 import ast
+import copy
 import sys
 from pathlib import Path
 
@@ -214,7 +215,21 @@ def read_modules(models_dir: Path) -> dict[str, dict]:
             rec["tensor"] = t
         rec["pipeline"] = e["pipeline"]
         out[m] = rec
-    return out
+    # a Model that subclasses another module's Model (glm_moe_dsa -> deepseek_v32) inherits its plan
+    for m, t in trees.items():
+        cls = _model_class(t)
+        if m in out or cls is None:
+            continue
+        imps = _imports(t)
+        for b in cls.bases:
+            src = imps.get(ast.unparse(b))
+            if src in out:
+                rec = copy.deepcopy(out[src])
+                if "tensor" in rec:
+                    rec["tensor"]["via"] = src
+                out[m] = rec
+                break
+    return dict(sorted(out.items()))
 
 
 HEADER = """\

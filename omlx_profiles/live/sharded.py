@@ -39,13 +39,15 @@ def run_case(case: dict, group) -> dict:
         else:
             model.model.pipeline(group)
     mx.eval(model.parameters())
+    inner = getattr(model, "model", None)
+    layers = [int(getattr(inner, "start_idx", 0) or 0), int(getattr(inner, "end_idx", None) or len(model.layers))]
     weights = sum(p.nbytes for _, p in tree_flatten(model.parameters()))
     best = None
     for _ in range(case.get("repeats", 1)):
         r = measure_prefill_peak(model, case["tokens"], case["chunk"])
         rows = [row["peak_over_baseline"] for row in r["rows"]]
         best = rows if best is None else [max(a, b) for a, b in zip(best, rows)]
-    out = {"name": case["name"], "rank": group.rank(), "size": group.size(), "weights_nbytes": int(weights),
+    out = {"name": case["name"], "rank": group.rank(), "size": group.size(), "weights_nbytes": int(weights), "layers": layers,
            "cache_nbytes": r["cache_nbytes"], "peak_over_baseline": max(best), "call_peaks": best,
            "q_lens": [row["q_len"] for row in r["rows"]]}
     del model
