@@ -158,6 +158,21 @@ def _exposes_pipeline(tree: ast.Module, pipeline_names: set[str]) -> bool:
     return False
 
 
+def _parent_module(tree: ast.Module) -> str | None:
+    """The module whose ``Model`` this one re-exports or subclasses, if any."""
+    imps = _imports(tree)
+    cls = _model_class(tree)
+    if cls is None:
+        return imps.get("Model")
+    for b in cls.bases:
+        name = ast.unparse(b)
+        # ``from .x import Model as Base`` or ``from . import x`` then ``class Model(x.Model)``
+        src = imps.get(name) or (name.split(".")[0] if name.endswith(".Model") else None)
+        if src:
+            return src
+    return None
+
+
 def _model_shard(tree: ast.Module) -> ast.FunctionDef | None:
     for n in tree.body:
         if isinstance(n, ast.ClassDef) and n.name == "Model":
@@ -215,20 +230,20 @@ def read_modules(models_dir: Path) -> dict[str, dict]:
             rec["tensor"] = t
         rec["pipeline"] = e["pipeline"]
         out[m] = rec
-    # a Model that subclasses another module's Model (glm_moe_dsa -> deepseek_v32) inherits its plan
-    for m, t in trees.items():
-        cls = _model_class(t)
-        if m in out or cls is None:
-            continue
-        imps = _imports(t)
-        for b in cls.bases:
-            src = imps.get(ast.unparse(b))
-            if src in out:
-                rec = copy.deepcopy(out[src])
-                if "tensor" in rec:
-                    rec["tensor"]["via"] = src
-                out[m] = rec
-                break
+    # a Model that subclasses (glm_moe_dsa -> deepseek_v32) or re-exports (solar_open -> glm4_moe) another
+    # module's Model inherits its plan; repeated until nothing changes, for chains
+    changed = True
+    while changed:
+        changed = False
+        for m, t in trees.items():
+            src = _parent_module(t)
+            if m in out or m == "pipeline" or src not in out:
+                continue
+            rec = copy.deepcopy(out[src])
+            if "tensor" in rec:
+                rec["tensor"]["via"] = src
+            out[m] = rec
+            changed = True
     return dict(sorted(out.items()))
 
 
