@@ -58,7 +58,9 @@ def register(sub) -> None:
     add_model_args(p, many=True)
     p.add_argument("--max-tokens", type=tokens_arg, default=256 * 1024, metavar="N",
                    help="right end of the context axis (default 256k)")
-    p.add_argument("--budget", type=size_arg, metavar="SIZE", help="memory budget line, e.g. 64GiB")
+    from .sharded import add_shard_args, budgets_arg
+
+    p.add_argument("--budget", type=budgets_arg, metavar="SIZE", help="memory budget line, e.g. 64GiB")
     p.add_argument("-o", "--output", default="mem.png", metavar="FILE",
                    help="output file: .png, .svg or .pdf (default mem.png); a new file unless --force")
     p.add_argument("--force", action="store_true", help="replace the output file if it exists")
@@ -66,13 +68,18 @@ def register(sub) -> None:
     from .cmd_fit import add_request_args
 
     add_request_args(p)
+    add_shard_args(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from .cmd_fit import resolve_weights, series_for
     from .common import resolve_model
+    from .sharded import chart_series, single_budget, wants_sharding
 
+    sharded = wants_sharding(args)
+    if not sharded:
+        single_budget(args)
     models = list(args.model or [])
     if not models and not args.config:
         raise InputError("give at least one MODEL (or --config PATH)")
@@ -88,7 +95,11 @@ def run(args) -> int:
 
     check_output(args.output, suffixes=FORMATS, replace=args.force, what="-o")  # before minutes of work
     out = []
-    for q in models or [None]:
+    if sharded:
+        if len(models) > 1:
+            raise InputError("chart --ranks draws one model (one panel per rank): give a single MODEL")
+        out = chart_series(resolve_model(args, models[0] if models else None), args)
+    for q in (models or [None]) if not sharded else []:
         res = resolve_model(args, q)
         weights = resolve_weights(res, args)
         out.append(series_for(res, weights, args))
