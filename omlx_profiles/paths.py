@@ -39,12 +39,15 @@ def env_profile_dirs() -> list[Path]:
 def data_file_kind(path: Path) -> str:
     """What a data file under a profiles directory is, from where it sits (the layout ``profiles/`` uses):
     ``kernels/<backend>.yaml`` a kernel-route table, ``calibration/<backend>/*.yaml`` measured peaks,
-    ``mlx_lm/*.yaml`` an mlx-lm module recipe, anything else a family file."""
+    ``mlx_lm/sharding.yaml`` the sharding plan, other ``mlx_lm/*.yaml`` mlx-lm module recipes,
+    ``naming/*.yaml`` the model-id naming table, anything else a family file."""
     p = Path(path)
     if p.parent.name == "kernels":
         return "kernels"
     if p.parent.parent.name == "calibration":
         return "calibration"
     if p.parent.name == "mlx_lm":
-        return "module"
+        return "sharding" if p.stem == "sharding" else "module"
+    if p.parent.name == "naming":
+        return "naming"
     return "family"

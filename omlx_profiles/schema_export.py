@@ -26,11 +26,22 @@ SCHEMA_VERSION = 1
 ID_BASE = "https://omlx-profiles.invalid/schema"
 
 PROFILE, KERNELS, CALIBRATION = "profile.schema.json", "kernels.schema.json", "calibration.schema.json"
-_MODELS = {
-    PROFILE: (ProfileFile, "omlx-profiles model family profile"),
-    KERNELS: (KernelRoutesFile, "omlx-profiles SDPA kernel routes"),
-    CALIBRATION: (CalibrationRunFile, "omlx-profiles measured prefill peaks (calibration file)"),
-}
+SHARDING, NAMING = "sharding.schema.json", "naming.schema.json"
+
+
+def _models() -> dict:
+    # the sharding plan's and the naming table's models live with the code that reads them (above this
+    # module), hence imported here
+    from .naming import NamingTable
+    from .sharding.schema import ShardingFile
+
+    return {
+        PROFILE: (ProfileFile, "omlx-profiles model family profile"),
+        KERNELS: (KernelRoutesFile, "omlx-profiles SDPA kernel routes"),
+        CALIBRATION: (CalibrationRunFile, "omlx-profiles measured prefill peaks (calibration file)"),
+        SHARDING: (ShardingFile, "omlx-profiles mlx-lm sharding plan (tensor / pipeline, per module)"),
+        NAMING: (NamingTable, "omlx-profiles model-id naming table"),
+    }
 
 
 def version_dir() -> str:
@@ -54,7 +65,7 @@ def _schema(model, name: str, title: str) -> dict:
 
 
 def schemas() -> dict[str, dict]:
-    return {name: _schema(model, name, title) for name, (model, title) in _MODELS.items()}
+    return {name: _schema(model, name, title) for name, (model, title) in _models().items()}
 
 
 def render(schema: dict) -> str:
@@ -62,14 +73,20 @@ def render(schema: dict) -> str:
 
 
 def write_schemas(directory: Path) -> list[Path]:
-    """Write this version's schemas to ``directory/v<N>/`` (``directory`` is a ``schema/`` folder)."""
+    """Write this version's schemas to ``directory/v<N>/`` (``directory`` is a ``schema/`` folder); each
+    file is replaced atomically, a read-only place is an ``InputError`` naming it."""
+    from .outputs import write_output
+
     d = Path(directory) / version_dir()
-    d.mkdir(parents=True, exist_ok=True)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        from .errors import InputError
+
+        raise InputError(f"cannot create the schema directory {d}: {e.strerror or e}") from None
     out = []
     for name, s in schemas().items():
-        p = d / name
-        p.write_text(render(s), encoding="utf-8")
-        out.append(p)
+        out.append(write_output(d / name, render(s), suffixes=(".json",), replace=True, what="schema"))
     return out
 
 

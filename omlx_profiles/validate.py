@@ -18,12 +18,13 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from .errors import Issue, ProfileError
+from .errors import InputError, Issue, ProfileError
+from .files import yaml_files
 from .loader import MAX_ISSUES_PER_FILE, LoadedFile, load_file, pydantic_issues
 from .paths import builtin_profiles_dir, data_file_kind, schema_dir
 from .registry import build_registry, profile_files
 from .schema_calibration import CalibrationRunFile
-from .schema_export import CALIBRATION, KERNELS, PROFILE, version_dir
+from .schema_export import CALIBRATION, KERNELS, NAMING, PROFILE, SHARDING, version_dir
 from .schema_models import KernelRoutesFile
 from .yaml_io import line_for, line_index, load_yaml_text, read_text
 
@@ -60,44 +61,71 @@ def _cut(msg: str, n: int = 300) -> str:
 
 
 # what ``validate`` checks each kind of data file against: (Pydantic model, committed JSON Schema);
-# ``family`` files go through the loader and the registry instead. ``module`` (profiles/mlx_lm/*.yaml,
+# ``family`` files go through the loader and the registry instead. ``module`` (mlx_lm/<module>.yaml,
 # the mlx-lm module recipes the redesign plans) has no schema in this version: such a file gets the
 # safe-YAML checks only, and adding its model here is all it takes to check it fully.
-_KINDS = {
-    "kernels": (KernelRoutesFile, KERNELS),
-    "calibration": (CalibrationRunFile, CALIBRATION),
-    "module": (None, None),
-}
-_WORD = {"kernels": "kernel-route", "calibration": "calibration", "module": "module"}
+_KIND_NAMES = ("kernels", "calibration", "sharding", "naming", "module")
+_SUBDIRS = ("kernels", "mlx_lm", "naming")  # walked in a directory (calibration/<backend>/ as well)
+_WORD = {"kernels": "kernel-route", "calibration": "calibration", "sharding": "sharding-plan",
+         "naming": "naming-table", "module": "module"}
+
+
+def _kind_model(kind: str):
+    if kind == "kernels":
+        return KernelRoutesFile, KERNELS
+    if kind == "calibration":
+        return CalibrationRunFile, CALIBRATION
+    if kind == "sharding":
+        from .sharding.schema import ShardingFile  # the sharding package sits above this module
+
+        return ShardingFile, SHARDING
+    if kind == "naming":
+        from .naming import NamingTable
+
+        return NamingTable, NAMING
+    return None, None
 
 
 def expand(paths: list[Path]) -> tuple[dict[str, list[Path]], list[Issue]]:
     """Sort the arguments by kind (``family``, ``kernels``, ``calibration``, ``module``, see
     ``paths.data_file_kind``); a directory is walked the way ``profiles/`` is laid out."""
-    found: dict[str, list[Path]] = {"family": [], **{k: [] for k in _KINDS}}
+    found: dict[str, list[Path]] = {"family": [], **{k: [] for k in _KIND_NAMES}}
     issues = []
     for p in paths:
         try:
             p = Path(p)
             if p.is_dir():
-                found["family"] += _yaml_in(p)  # non-regular files are reported by the loader
-                found["kernels"] += _yaml_in(p / "kernels")
-                found["calibration"] += [f for d in sorted(x for x in (p / "calibration").glob("*") if x.is_dir())
-                                         for f in _yaml_in(d)]
-                found["module"] += _yaml_in(p / "mlx_lm")
+                fam = yaml_files(p)  # *.yaml / *.yml in any case; non-regular entries: reported
+                found["family"] += fam
+                subs = [p / sub for sub in _SUBDIRS]
+                for d in subs:
+                    if d.is_dir():
+                        for f in yaml_files(d, f"{d.name} directory"):
+                            found[data_file_kind(f)].append(f)
+                cal = p / "calibration"
+                if cal.is_dir():
+                    for d in sorted(x for x in cal.iterdir() if x.is_dir()):
+                        found["calibration"] += yaml_files(d, "calibration directory")
+                if not fam and not cal.is_dir() and not any(d.is_dir() for d in subs):
+                    issues.append(Issue(_shown(p), None, "", "no profile files (*.yaml, *.yml) in this directory"))
             elif p.is_file():
                 found[data_file_kind(p)].append(p)
             elif p.exists():
                 issues.append(Issue(_shown(p), None, "", "not a regular file or directory"))
             else:
                 issues.append(Issue(_shown(p), None, "", "no such file or directory"))
+        except InputError as e:
+            issues.append(Issue(_shown(p), None, "", str(e)))
         except (OSError, ValueError) as e:  # name too long, permission denied, embedded NUL
             issues.append(Issue(_shown(p), None, "", f"cannot read: {getattr(e, 'strerror', None) or e}"))
     return found, issues
 
 
 def _yaml_in(d: Path) -> list[Path]:
-    return sorted(x for x in d.glob("*.yaml") if not x.is_dir())
+    try:
+        return [x for x in yaml_files(d) if data_file_kind(x) == "family"]
+    except InputError:
+        return []
 
 
 def _shown(p: object, n: int = 160) -> str:
@@ -106,9 +134,9 @@ def _shown(p: object, n: int = 160) -> str:
 
 
 def validate_data_file(path: Path, kind: str) -> list[Issue]:
-    """A kernel-route table, calibration file or module recipe: safe YAML, the Pydantic model, then the
+    """A kernel-route table, calibration file, sharding plan, naming table or module recipe: safe YAML, the Pydantic model, then the
     committed JSON Schema (what editors check, so the two must agree)."""
-    model, schema_name = _KINDS[kind]
+    model, schema_name = _kind_model(kind)
     try:
         text = read_text(path)
         data = load_yaml_text(text, str(path))
@@ -162,7 +190,7 @@ def validate_paths(paths: list[Path] | None = None, *, with_siblings: bool = Fal
         seen = {_key(p) for p in base + user} | bad
         for d in sorted({p.parent for p in user} if with_siblings else (), key=str):  # unchanged siblings
             for sib in _yaml_in(d):
-                if _key(sib) not in seen and data_file_kind(sib) == "family":
+                if _key(sib) not in seen:
                     user.append(sib)
                     seen.add(_key(sib))
         user.sort(key=lambda p: (str(p.parent), p.name))  # the order a directory loads in
@@ -175,7 +203,7 @@ def validate_paths(paths: list[Path] | None = None, *, with_siblings: bool = Fal
             count = sum(1 for name, rec in reg.records.items() if name in reg.profiles and _key(rec.file.path) in mine)
         except ProfileError as e:
             issues.extend(e.issues)
-    for kind in _KINDS:
+    for kind in _KIND_NAMES:
         for f in found[kind]:
             issues.extend(validate_data_file(f, kind))
     return list(dict.fromkeys(issues)), count

@@ -39,10 +39,10 @@ def test_every_shipped_yaml_points_at_its_versioned_schema():
     from omlx_profiles.schema_export import SCHEMA_VERSION
 
     files = sorted(PROFILES.rglob("*.yaml"))
-    kinds = {"family": 0, "kernels": 0, "calibration": 0}
+    kinds = {"family": 0, "kernels": 0, "calibration": 0, "sharding": 0, "naming": 0}
     for p in files:
-        if p.parent.name == "mlx_lm":
-            continue
+        if p.parent.name == "mlx_lm" and p.stem != "sharding":
+            continue  # module recipes: no schema in this version
         first = p.read_text().splitlines()[0]
         m = re.fullmatch(r"# yaml-language-server: \$schema=((?:\.\./)+)schema/v(\d+)/(\w+)\.schema\.json", first)
         assert m, f"{p}: first line {first!r}; run `python tools/schema_hints.py`"
@@ -51,8 +51,9 @@ def test_every_shipped_yaml_points_at_its_versioned_schema():
         target = (p.parent / first.split("=", 1)[1]).resolve()
         assert target.is_file(), (p, target)
         assert json.loads(target.read_text())["$id"].endswith(f"/schema/v{version}/{name}.schema.json")
-        kind = {"profile": "family", "kernels": "kernels", "calibration": "calibration"}[name]
-        expected = {"family": PROFILES, "kernels": PROFILES / "kernels"}.get(kind, p.parent)
+        kind = {"profile": "family"}.get(name, name)
+        expected = {"family": PROFILES, "kernels": PROFILES / "kernels", "sharding": PROFILES / "mlx_lm",
+                    "naming": PROFILES / "naming"}.get(kind, p.parent)
         assert p.parent == expected or kind == "calibration" and p.parent.parent.name == "calibration", (p, name)
         kinds[kind] += 1
     assert all(kinds.values()), kinds
@@ -66,7 +67,8 @@ def test_schema_ids_are_stable_and_versioned():
     for name, s in schemas().items():
         assert s["$id"] == f"{ID_BASE}/v1/{name}"
         assert s["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    assert sorted(schemas()) == ["calibration.schema.json", "kernels.schema.json", "profile.schema.json"]
+    assert sorted(schemas()) == ["calibration.schema.json", "kernels.schema.json", "naming.schema.json",
+                                 "profile.schema.json", "sharding.schema.json"]
 
 
 def test_schema_rejects_bool_for_int():
@@ -83,9 +85,8 @@ def test_schema_check_on_a_vendored_copy(cli, tmp_path):
     """A downstream repository vendors the schemas once and checks them in CI: clean, drifted, missing."""
     vend = tmp_path / "schema"
     code, out, _ = cli("schema", "--write", str(vend))
-    assert code == 0 and len(out.splitlines()) == 3
-    assert sorted(p.name for p in (vend / "v1").iterdir()) == [
-        "calibration.schema.json", "kernels.schema.json", "profile.schema.json"]
+    assert code == 0 and len(out.splitlines()) == 5
+    assert sorted(p.name for p in (vend / "v1").iterdir()) == sorted(schemas())
     code, out, err = cli("schema", "--check", str(vend))
     assert (code, err) == (0, ""), err
     p = vend / "v1" / "kernels.schema.json"
@@ -93,7 +94,7 @@ def test_schema_check_on_a_vendored_copy(cli, tmp_path):
     code, _, err = cli("schema", "--check", str(vend))
     assert code == 1 and "v1/kernels.schema.json" in err and "profile.schema.json" not in err
     code, _, err = cli("schema", "--check", str(tmp_path / "nothing"))
-    assert code == 1 and err.count("is missing or differs") == 3
+    assert code == 1 and err.count("is missing or differs") == 5
     code, _, _ = cli("schema", "--check")  # the package's own committed copy
     assert code == 0
 

@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 from ..paths import schema_dir
-from ..schema_export import CALIBRATION, KERNELS, PROFILE, SCHEMA_VERSION, drifted, render, schemas, version_dir, write_schemas
+from ..schema_export import (CALIBRATION, KERNELS, NAMING, PROFILE, SCHEMA_VERSION, SHARDING, drifted, render, schemas,
+                             version_dir, write_schemas)
 
-_NAMES = {"profile": PROFILE, "kernels": KERNELS, "calibration": CALIBRATION}
+_NAMES = {"profile": PROFILE, "kernels": KERNELS, "calibration": CALIBRATION, "sharding": SHARDING, "naming": NAMING}
 
 
 def register(sub) -> None:
