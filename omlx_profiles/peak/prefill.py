@@ -14,7 +14,7 @@ to it exactly.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..dtypes import DTYPE_BYTES
 from ..errors import InputError, UnsupportedError
@@ -85,6 +85,8 @@ class Breakdown:
     mlx_version: str
     inflight_ops: int
     explanation: tuple[str, ...] = field(default=())
+    peak_basis: str = "measured"  # measured | derived | bound (peak/basis.py)
+    basis: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {
@@ -100,6 +102,8 @@ class Breakdown:
             "backend": self.backend,
             "mlx_version": self.mlx_version,
             "inflight_ops": self.inflight_ops,
+            "peak_basis": self.peak_basis,
+            "basis": dict(self.basis),
             "explanation": list(self.explanation),
         }
 
@@ -224,17 +228,42 @@ def _validate_profile(p: Profile) -> None:
 
 def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", mlx_version: str | None = None,
                  dtype: str | None = None, nax: bool = False, routes: KernelRoutes | None = None,
-                 all_calls: bool = False) -> Breakdown:
+                 all_calls: bool = False, measured: frozenset[str] | None = None) -> Breakdown:
     """The prefill peak of ``request`` on ``backend`` (see the module doc). ``dtype`` overrides the
     profile's activation dtype (an MoE model on MLX's CPU backend runs in fp32). ``all_calls`` evaluates
-    every call instead of the first and the last few."""
+    every call instead of the first and the last few.
+
+    ``peak_basis`` (peak/basis.py): where the profile's compute traits have no calibration in band on this
+    backend, the peak is the larger of the op model and its worst case (``CallContext.bound``: attention
+    unfused in fp32, no donation, the whole run-ahead window). ``measured`` replaces the table of measured
+    traits (the leave-one-family-out test)."""
+    from .basis import MEASURED, basis_for
+
     _validate_profile(profile)
-    p = profile
-    dt, act = _activation_dtype(p, dtype)
     kr = routes or KernelRoutes.for_backend(backend, mlx_version)
-    why = T.unverified_peak(p, kr)
+    why = T.unverified_peak(profile, kr)
     if why:
         raise UnsupportedError(why)
+    b = basis_for(profile, kr, measured)
+    bd = _prefill_peak(profile, request, kr, dtype, nax, all_calls, bound=False)
+    if b.kind != MEASURED:
+        worst = _prefill_peak(profile, request, kr, dtype, nax, all_calls, bound=True)
+        if worst.peak_bytes > bd.peak_bytes:
+            bd = worst
+    return replace(bd, peak_basis=b.kind, basis=b.as_dict(),
+                   explanation=bd.explanation + (_basis_line(b),))
+
+
+def _basis_line(b) -> str:
+    if b.kind == "measured":
+        return "peak basis: measured (every compute trait has calibration points in band on this backend)"
+    return (f"peak basis: {b.kind} (no calibration in band for: {', '.join(sorted(b.unmeasured))}): the larger of the op "
+            "model and its worst case - attention unfused with fp32 scores, no donation, the whole run-ahead window")
+
+
+def _prefill_peak(p: Profile, request: Request, kr: KernelRoutes, dtype: str | None, nax: bool, all_calls: bool, *,
+                  bound: bool) -> Breakdown:
+    dt, act = _activation_dtype(p, dtype)
     _, tiled = tiled_state()
     window = kr.executor.window_for(request.chunk)
 
@@ -282,7 +311,7 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
                     growth += counts[name] * add
             cp = _call_peak(p, ci, s, offset, steps, kr, tiled, dt, act, nax, window, last=(ci == n_calls - 1),
                             kv_before=kv_before, snap_before=snap_before, growth=growth,
-                            direct=request.schedule == "direct")
+                            direct=request.schedule == "direct", bound=bound)
             if best is None or cp.total > best.total:
                 best = cp
         offset += s
@@ -379,8 +408,9 @@ def call_items(profile: Profile, request: Request, call: int, *, backend: str = 
 
 
 def _call_items(p: Profile, s: int, offset: int, steps: dict, kr: KernelRoutes, tiled: dict, dt: str, act: int,
-                nax: bool, *, last: bool, direct: bool) -> tuple[T.CallContext, list[T.Item]]:
-    ctx = T.CallContext(q_len=s, offset=offset, act=act, dtype=dt, routes=kr, tiled=tiled, nax=nax, last=last)
+                nax: bool, *, last: bool, direct: bool, bound: bool = False) -> tuple[T.CallContext, list[T.Item]]:
+    ctx = T.CallContext(q_len=s, offset=offset, act=act, dtype=dt, routes=kr, tiled=tiled, nax=nax, last=last,
+                        bound=bound)
     per_type: dict[str, list[T.Item]] = {}
     per_type_cache_only: dict[str, list[T.Item]] = {}
     items: list[T.Item] = list(T.embedding_items(p, ctx))
@@ -402,10 +432,18 @@ def _call_items(p: Profile, s: int, offset: int, steps: dict, kr: KernelRoutes, 
 
 def _call_peak(p: Profile, ci: int, s: int, offset: int, steps: dict, kr: KernelRoutes, tiled: dict, dt: str,
                act: int, nax: bool, window: int, *, last: bool, kv_before: int, snap_before: int, growth: int,
-               direct: bool) -> _CallPeak:
-    ctx, items = _call_items(p, s, offset, steps, kr, tiled, dt, act, nax, last=last, direct=direct)
+               direct: bool, bound: bool = False) -> _CallPeak:
+    ctx, items = _call_items(p, s, offset, steps, kr, tiled, dt, act, nax, last=last, direct=direct, bound=bound)
     ex = kr.executor
-    if ex.graph_commit is not None:
+    if ex.graph_commit is not None and bound:
+        # the worst case of the commit rules whatever the ops' sizes: (max_inflight_graphs + 1) graphs of at
+        # most max_nodes + 1 kernels each (the element rule only ends graphs earlier), every op >= 1 kernel
+        gc = ex.graph_commit
+        wmax, wterms = T.window_max(items, (gc.max_inflight_graphs + 1) * (gc.max_nodes + 1), 1, 0)
+        w2, t2 = T.graph_window_max(items, gc.max_nodes, gc.max_mega_elements, gc.max_inflight_graphs, act)
+        if w2 > wmax:
+            wmax, wterms = w2, t2
+    elif ex.graph_commit is not None:
         # how far the host runs ahead: the graph-commit cap (exact, from MLX's source); optionally also how
         # far it got in time on one device (the op window measured per chunk size), the smaller winning
         gc = ex.graph_commit

@@ -115,6 +115,7 @@ class CallContext:
     tiled: dict
     nax: bool = False
     last: bool = False  # the last-token step (logits computed)
+    bound: bool = False  # worst-case items (peak/basis.py): unfused fp32 attention, no donation
 
 
 # --------------------------------------------------------------------------------------------------
@@ -136,6 +137,7 @@ def _fast(ctx: CallContext, op: str, input_bytes: int, count: int = 1, weight: i
     reshaped projection (Qwen3's q_norm) its output too (the reshape shares the buffer, so it is not
     donatable)."""
     elems = input_bytes // ctx.act + weight * count
+    donates = donates and not ctx.bound
     cost = getattr(ctx.routes.fast_ops, op, None)
     if cost is None:
         return Item(op, 0 if donates else input_bytes, count, elems=elems)
@@ -156,11 +158,33 @@ def route_for(ctx: CallContext, call: SdpaCall, family: str) -> RouteDecision:
     return ctx.routes.route(call, ctx.tiled)
 
 
+def _sdpa_bound(ctx: CallContext, call: SdpaCall, family: str) -> list[Item]:
+    """SDPA's worst case (``CallContext.bound``, peak/basis.py): never fused, the scores in fp32 (4 bytes per
+    element whatever the model dtype), the masked scores and their softmax each in a new buffer (nothing
+    reused in place), a bool/causal mask materialized at 1 byte per element, q scaled into a copy."""
+    s, f = ctx.act, 4
+    sc_el = call.n_q * call.q_len * call.kv_len
+    q_el = call.n_q * call.q_len * call.head_dim
+    k_el = call.n_kv * call.kv_len * call.head_dim
+    v_el = call.n_kv * call.kv_len * call.v_head_dim
+    mask = call.q_len * call.kv_len if call.mask in ("causal", "bool") else 0
+    mask_el = sc_el if call.mask == "additive" else mask
+    sinks = 1 if call.sinks else 0
+    cap = 3 * sc_el * f if family in SOFTCAP_ATTENTION_FAMILIES else 0  # / cap, tanh, * cap: three more copies
+    out = [Item("sdpa.bound_softcap", cap, 3, elems=3 * sc_el)] if cap else []
+    return out + [Item("sdpa.bound_q_scaled", q_el * f, 1, elems=q_el),
+            Item("sdpa.bound_scores", 3 * sc_el * f + mask, 4 + sinks, op_bytes=(sc_el * f, mask, sc_el * f, sc_el * f)
+                 + ((0,) if sinks else ()), elems=(q_el + k_el, 2, sc_el + mask_el, sc_el) + ((sc_el,) if sinks else ())),
+            Item("sdpa.bound_out", call.n_q * call.q_len * call.v_head_dim * max(s, f), 1, elems=sc_el + v_el)]
+
+
 def _sdpa(ctx: CallContext, call: SdpaCall, *, family: str) -> list[Item]:
     """SDPA of one layer as routed by the kernel table; mask arrays built by mlx-lm are pinned elsewhere.
 
     ``elems`` (what CUDA's graph-commit counter adds): q, the whole k and v the call attends to, the mask
     array, and on the fallback the score matrix once per op that reads it (mask, softmax, P @ V)."""
+    if ctx.bound and call.q_len > 1:
+        return _sdpa_bound(ctx, call, family)
     r = route_for(ctx, call, family)
     python_softcap = r is _PYTHON_ATTENTION
     s = ctx.act
@@ -465,8 +489,9 @@ def _mla_latent(p: Profile, entries: tuple[CacheEntry, ...], steps: tuple[EntryS
         call = SdpaCall(H, H, nope, vd, S, kL, "additive", False, ctx.dtype, ctx.nax)
         sdpa = _sdpa(ctx, call, family=p.mlx_model_type)
         # the (H, qL, kL) positional scores are SDPA's additive mask: alive past k/v expansion until SDPA
-        items.append(Item("mla.pe_scores", S * H * rope * s + H * S * kL * s, 3, out=0,
-                          carry=H * S * kL * s, carry_items=1 + len(sdpa)))
+        sc = H * S * kL * s
+        items.append(Item("mla.pe_scores", S * H * rope * s + sc * (2 if ctx.bound else 1), 3, out=0,
+                          carry=sc, carry_items=1 + len(sdpa)))
         items.append(Item("mla.k_v_expand", H * kL * (nope + vd) * s, 2, elems=2 * kL * rank + H * (nope + vd) * rank))
         items += sdpa
         items.append(Item("o_proj", S * H * vd * s + S * h * s, 2, elems=2 * S * H * vd + h * H * vd))
