@@ -5,21 +5,16 @@ An under-estimate on a Mac is a frozen machine, so every peak says what it rests
 * ``measured`` — every *compute trait* of the model (below) has calibration points on this backend
   (``profiles/calibration/<backend>/*.yaml``) from a model family whose points are all at or above the
   measured peak and at least one of them within [1.00, 1.15]. The number is the op model's.
-* ``derived`` — the backend's rules were read from MLX's source (Metal's command-buffer limits, CUDA's
-  graph-commit rules), but nothing with these traits was compared with a measurement on it. The number
-  is the conservative one below (a derived rule is not trusted to be ≥ the truth on its own).
-* ``bound`` — no rule and no measurement: the number is a worst case.
-
-Where the basis is not ``measured`` the peak is the larger of the op model and the same items with every
-unverified assumption on its conservative side (``transient.CallContext.bound``):
-
-* attention never fused: every prefill SDPA call takes the unfused fallback with **fp32** scores and no
-  buffer reused (the score matrix and its softmax both alive);
-* no donation: ops the model lets write into their input (rms_norm of a single-use output, the latent
-  MLA's masked ``where``) allocate their output;
-* the whole run-ahead window alive: on CUDA the window is the most ops MLX's commit rules allow in flight
-  whatever the op sizes ((max_inflight_graphs + 1) graphs of at most max_nodes + 1 kernels; the element
-  rule only shortens graphs), elsewhere the kernel table's executor window.
+* ``derived`` — nothing with these traits was compared with a measurement on this backend, but MLX's
+  source gives the backend's run-ahead rule (CUDA's graph commits, Metal's command buffers): the number is
+  the larger of the op model and the op model over the **whole** run-ahead window those rules allow
+  whatever the ops' sizes ((tasks + 1) x (ops per buffer + 1): CUDA 11 x 101 kernels, Metal 11 x 51 ops,
+  the Max / Ultra class; the size rules only end buffers earlier). The unverified assumption it removes
+  is the one that made DeepSeek-V3 25-40% under on CUDA: where the op model puts buffer ends.
+* ``bound`` — no measurement and no run-ahead rule from the source (CPU): the op model's items with every
+  unverified assumption on its conservative side (``transient.CallContext.bound``): attention never fused,
+  fp32 scores, the masked scores and their softmax in new buffers; no donation (norms, the latent MLA's
+  masked ``where``); over the kernel table's executor window.
 
 A model whose traits include something no bound covers (e.g. layers whose peak is reported unknown) keeps
 its ``UnsupportedError``.
@@ -46,7 +41,12 @@ BASES = (MEASURED, DERIVED, BOUND)
 BAND = (1.00, 1.15)
 # Backends whose executor rules were read from MLX's source (the kernel table says how): an unmeasured
 # estimate there is ``derived``; elsewhere ``bound``.
-DERIVED_BACKENDS = {"cuda", "metal"}
+DERIVED_BACKENDS = {"cuda", "metal"}  # CPU: bound
+# Layers whose op model was measured under on a backend and that no worst case covers: Mamba2's ssm_attn
+# (Nemotron-H: CPU 0.92 at real dims, CUDA 0.85-0.90 at steps 1024 / 4096). Where such a model is not
+# measured in band, its peak is unknown rather than a number.
+NO_BOUND_STATE_FAMILIES = {"nemotron_h", "mamba2", "falcon_h1", "granitemoehybrid", "plamo2", "mamba",
+                           "falcon_mamba"}
 
 _FAMILY_TRAITS = (
     ("qk_norm", T.QK_NORM_FAMILIES),
@@ -108,14 +108,26 @@ class Basis:
 
     def as_dict(self) -> dict:
         return {"peak_basis": self.kind, "traits": sorted(self.traits), "unmeasured_traits": sorted(self.unmeasured),
-                "conservative_choices": list(CONSERVATIVE_CHOICES) if self.kind != MEASURED else []}
+                "conservative_choices": list(CONSERVATIVE_CHOICES[self.kind])}
 
 
-CONSERVATIVE_CHOICES = (
-    "attention unfused: every prefill SDPA materializes fp32 scores and their softmax (no buffer reused)",
-    "no donation: ops that may write into their input allocate their output",
-    "the whole run-ahead window alive (CUDA: 11 graphs of 101 kernels whatever their inputs' sizes)",
-)
+CONSERVATIVE_CHOICES = {
+    MEASURED: (),
+    DERIVED: ("the whole run-ahead window MLX's source allows is alive, whatever the ops' sizes (CUDA: 11 graphs of "
+              "101 kernels; Metal: 11 command buffers of 51 ops, the Max / Ultra device class)",),
+    BOUND: ("attention unfused: every prefill SDPA materializes fp32 scores and their softmax (no buffer reused)",
+            "no donation: ops that may write into their input allocate their output"),
+}
+
+
+def no_bound_reason(p: Profile, routes: KernelRoutes) -> str | None:
+    """Why an unmeasured ``p`` gets no number on ``routes``' backend (see ``NO_BOUND_STATE_FAMILIES``)."""
+    if p.mlx_model_type in NO_BOUND_STATE_FAMILIES and any(e.kind == "state" for lt in p.layer_types.values()
+                                                             for e in lt.entries):
+        return (f"unsupported: the {routes.backend} prefill peak of {p.mlx_model_type}'s Mamba2 (ssm_attn) layers is not "
+                "verified on this backend and no worst case covers them (measured: CPU 0.92 of the op model at "
+                "Nemotron-H-56B's dims, CUDA 0.85-0.90): KV and state bytes stay exact")
+    return None
 
 
 def traits_file() -> Path:
@@ -212,7 +224,7 @@ def survey() -> list[SurveyRow]:
                     est = None
                 else:
                     est = _prefill_peak(prof, Request(pt.tokens, cached=pt.cached, chunk=pt.chunk), kr, pt.dtype,
-                                        False, False, bound=False).peak_bytes
+                                        False, False).peak_bytes
             except UnsupportedError:
                 est = None
             rows.append(SurveyRow(f.backend, Path(path).name, pt.model, prof.mlx_model_type, pt.tokens, pt.chunk,

@@ -489,9 +489,18 @@ def _mla_latent(p: Profile, entries: tuple[CacheEntry, ...], steps: tuple[EntryS
         call = SdpaCall(H, H, nope, vd, S, kL, "additive", False, ctx.dtype, ctx.nax)
         sdpa = _sdpa(ctx, call, family=p.mlx_model_type)
         # the (H, qL, kL) positional scores are SDPA's additive mask: alive past k/v expansion until SDPA
+        # The QK matmul allocates the whole score matrix but reads only q_pe and k_pe; the where() reads it and
+        # the bool (qL, kL) mask and writes in place (measured: probe_mla.py, 1.00x the scores); SDPA reads it
+        # again as its additive mask (cuDNN: no copy). Per-op elements, so CUDA's commit rule sees the graph end
+        # after the where and after SDPA (traced: commits_dsv3.json). ``unitemized``: 4 B per query x key
+        # position per layer that the H200 peaks hold beyond the itemized ops (8k one-op graphs 0.96 and 32k /
+        # step 2048 0.99 without it; not identified - the conservative side of the two measurements).
         sc = H * S * kL * s
-        items.append(Item("mla.pe_scores", S * H * rope * s + sc * (2 if ctx.bound else 1), 3, out=0,
-                          carry=sc, carry_items=1 + len(sdpa)))
+        extra = 4 * S * kL
+        where_b = (sc if ctx.bound else 0) + extra
+        items.append(Item("mla.pe_scores", S * H * rope * s + sc + where_b, 3, out=0,
+                          carry=sc, carry_items=1 + len(sdpa), op_bytes=(S * H * rope * s, sc, where_b),
+                          elems=(S * H * rope, S * H * rope + kL * rope, H * S * kL + S * kL + 1)))
         items.append(Item("mla.k_v_expand", H * kL * (nope + vd) * s, 2, elems=2 * kL * rank + H * (nope + vd) * rank))
         items += sdpa
         items.append(Item("o_proj", S * H * vd * s + S * h * s, 2, elems=2 * S * H * vd + h * H * vd))
@@ -565,9 +574,20 @@ def _linear_attention(p: Profile, lt: LayerType, entry: CacheEntry, step: EntryS
         if ctx.routes.backend == "metal":
             items.append(Item("deltanet.kernel", d.ssm_elems * sb + S * nvdv * s, 1))
         else:
-            # gated_delta_ops, per token: state*k, k*delta and state*q are state-sized and fp32
-            items.append(Item("deltanet.recurrence_steps", S * 3 * d.ssm_elems * 4, S * 12,
-                              out=d.ssm_elems * 4 + S * nvdv * s))
+            # gated_delta_ops: a Python loop of one compiled step per token (state*k, k*delta, state*q: fp32,
+            # state-sized). Every step's new fp32 state stays allocated until the layer's outputs are stacked:
+            # the step's y and state are outputs of one compiled primitive, and the y kept for mx.stack keeps
+            # its sibling. Measured on the H200 (Qwen3-Next, 8 layers at real widths, commits_gdn.json): a flat
+            # 4.4 GiB at 2048 tokens, 1.25 GiB at 512 ~ q_len x (Hv x Dv x Dk x 4) + the step temporaries;
+            # the per-step aggregate this replaces gave 0.47-0.81. The loop is items of consecutive steps
+            # (~8 kernels each for CUDA's commit rule), each carrying its states through the stack.
+            st_b = d.ssm_elems * 4
+            parts = [S * i // 8 for i in range(9)]
+            spans = [(a, b) for a, b in zip(parts, parts[1:]) if b > a]
+            for k, (a, b) in enumerate(spans):
+                n = b - a
+                items.append(Item("deltanet.recurrence_states", n * st_b + (2 * st_b if k == 0 else 0), 8 * n,
+                                  carry=n * st_b, carry_items=len(spans) - k - 1, elems=n * 3 * d.ssm_elems))
             items.append(Item("deltanet.stack", S * nvdv * s, 1))
         if not cache_only:
             items.append(Item("deltanet.out_norm", S * nvdv * s * 3, 5, out=S * nvdv * s))
@@ -698,10 +718,12 @@ def state_snapshot_bytes(p: Profile, lt: LayerType, entry: CacheEntry, q_len: in
 # --------------------------------------------------------------------------------------------------
 
 
-def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: CallContext, *, cache_only: bool) -> list[Item]:
-    """The items of one layer of this type during the call (``cache_only``: the chunk's last layer)."""
+def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: CallContext, *, cache_only: bool,
+                dense: bool = False) -> list[Item]:
+    """The items of one layer of this type during the call (``cache_only``: the chunk's last layer;
+    ``dense``: an MoE model's layer that runs a dense MLP, ``dense_layer``)."""
     kinds = [e.kind for e in lt.entries]
-    moe = p.moe is not None and not _dense_layer(p, lt)
+    moe = p.moe is not None and not dense
     if kinds == ["none"]:
         if cache_only:
             return []
@@ -726,8 +748,11 @@ def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: Ca
     return items + _mlp(p, ctx, moe=moe)
 
 
-def _dense_layer(p: Profile, lt: LayerType) -> bool:
-    return False
+def dense_layer(p: Profile, index: int) -> bool:
+    """An MoE model's layer ``index`` runs a dense MLP (DeepSeek's ``first_k_dense_replace``): traced on the
+    H200, those layers commit one CUDA graph fewer than an MoE layer (commits_dsv3.json), which changes how
+    many layers' score matrices MLX's in-flight window holds."""
+    return p.moe is not None and index < (getattr(p.moe, "first_dense_layers", 0) or 0)
 
 
 def embedding_items(p: Profile, ctx: CallContext) -> list[Item]:
