@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InputError, Issue, ProfileError, UnknownModelError
+from .files import yaml_files
 from .loader import LoadedFile, VariantRecord, load_file, resolve_variants
 from .paths import builtin_profiles_dir, env_profile_dirs
 from .profile import Profile
@@ -222,9 +223,12 @@ def profile_files(directory: Path) -> list[Path]:
         if not directory.is_dir():
             why = "is not a directory" if directory.exists() else "profiles directory does not exist"
             raise ProfileError([Issue(_shown_path(directory), None, "", why)])
-        # every *.yaml that is not a directory: a FIFO, a device or a dangling link is reported by the
-        # loader ("not a regular file"), never opened, never silently skipped
-        return sorted(p for p in directory.glob("*.yaml") if not p.is_dir())
+        # every *.yaml / *.yml that is not a directory: a FIFO, a device or a dangling link is reported by
+        # the loader ("not a regular file"), never opened, never silently skipped; an unreadable
+        # directory is an error (pathlib's glob would have returned nothing)
+        return yaml_files(directory)
+    except InputError as e:
+        raise ProfileError([Issue(_shown_path(directory), None, "", f"cannot read profiles directory: {e}")]) from None
     except (OSError, ValueError) as e:  # name too long, permission denied, embedded NUL
         why = getattr(e, "strerror", None) or str(e)
         raise ProfileError([Issue(_shown_path(directory), None, "", f"cannot read profiles directory: {why}")]) from None

@@ -37,40 +37,12 @@ from pathlib import Path
 
 from .dtypes import DTYPE_BYTES
 from .errors import InputError
+from .quantization import MODE_DEFAULTS, QUANT_BITS, Quantization
+from .quantization import read as read_quantization
 from .safetensors_header import CheckpointHeaders, SafetensorsError, read_checkpoint, weight_files
 
-#: ``mlx_lm.utils.quantize_model``'s defaults per mode: (group_size, bits).
-MODE_DEFAULTS: dict[str, tuple[int, int]] = {"affine": (64, 4), "mxfp4": (32, 4), "nvfp4": (16, 4), "mxfp8": (32, 8)}
-QUANT_BITS = (2, 3, 4, 5, 6, 8)
 GIVEN = "given by the user"  # ``source`` of a size the caller states (the CLI's --weights)
 MAX_CONFIG_BYTES = 10_000_000
-
-
-@dataclass(frozen=True)
-class Quantization:
-    """How parameters are stored: ``bits`` 16/32 mean unquantized (bf16 or fp16 / fp32)."""
-
-    bits: int
-    group_size: int | None = None
-    mode: str = "affine"
-
-    @property
-    def quantized(self) -> bool:
-        return self.bits < 16
-
-    def nbytes(self, params: int, dtype_bytes: int) -> int:
-        """Bytes of ``params`` parameters stored this way (integer arithmetic, rounded up)."""
-        if not self.quantized:
-            return params * (self.bits // 8)
-        groups = -(-params // self.group_size)
-        per_group = 2 * dtype_bytes if self.mode == "affine" else 1  # scale (+ bias) per group
-        return -(-params * self.bits // 8) + groups * per_group
-
-    def label(self) -> str:
-        if not self.quantized:
-            return f"{self.bits}-bit (unquantized)"
-        m = "" if self.mode == "affine" else f" {self.mode}"
-        return f"{self.bits}-bit{m}, group {self.group_size}"
 
 
 @dataclass(frozen=True)
@@ -137,7 +109,7 @@ def estimate_weights(resolution, bits: int | None = None, model_dir=None, *, gro
     config_q = None
     if d is not None:
         config = _read_config(d)
-        config_q = config_quantization(config) if config else None
+        config_q = config_quantization(config, str(d / "config.json")) if config else None
         if weight_files(d):
             return _from_checkpoint(read_checkpoint(d), bits, group_size, config_q, profile)
     q = _pick_quantization(resolution, profile, bits, group_size, config_q)
@@ -169,22 +141,10 @@ def _read_config(d: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def config_quantization(config: dict) -> Quantization | None:
-    """``config.json``'s MLX ``quantization`` (mlx-lm writes it, and ``quantization_config``), if any.
-
-    A Hugging Face ``quantization_config`` with a ``quant_method`` (GPTQ, AWQ, fp8) is not an MLX
-    quantization and is ignored here; ``bits`` must be given (mlx-lm always writes it).
-    """
-    for key in ("quantization", "quantization_config"):
-        q = config.get(key)
-        if not isinstance(q, dict) or "quant_method" in q:
-            continue
-        b, g, mode = q.get("bits"), q.get("group_size"), q.get("mode", "affine")
-        if mode not in MODE_DEFAULTS or type(b) is not int or b not in QUANT_BITS:
-            continue
-        g = g if type(g) is int and g > 0 else MODE_DEFAULTS[mode][0]
-        return Quantization(b, g, mode)
-    return None
+def config_quantization(config: dict, label: str = "config.json") -> Quantization | None:
+    """``config.json``'s MLX ``quantization`` (or ``quantization_config``), checked (``quantization.read``):
+    an invalid block is an ``InputError`` naming the key, a Hugging Face one (``quant_method``) ``None``."""
+    return read_quantization(config, label)[0]
 
 
 def _mode_from_query(query: str) -> str:

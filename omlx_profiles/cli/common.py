@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -40,13 +41,34 @@ def resolve_model(args, query: str | None = None) -> Resolution:
     if not query:
         raise InputError("give a MODEL id (or --config PATH)")
     reg = registry(args)
+    local = _local_model(query)
+    if local is not None:
+        # files on disk win over a registry id the directory happens to be named like: its config.json is
+        # the checkpoint in question (match_registry's notes list every field where the two disagree)
+        res = _from_config(local, args, reg)
+        try:
+            same = reg.resolve(query)
+        except LookupError:
+            return res
+        note = (f"{query!r} is a local {'directory' if local.is_dir() else 'file'}: its config.json is used, not "
+                f"the registry profile {same.profile.name!r} that the name also matches")
+        return dataclasses.replace(res, notes=(note, *res.notes))
+    return reg.resolve(query)
+
+
+def _local_model(query: str) -> Path | None:
+    """``query`` as a local model: an existing directory holding a config.json (a FIFO or other
+    non-regular config.json is reported by the extractor) or a ``.json`` file; else ``None``."""
+    p = _expand(query)
     try:
-        return reg.resolve(query)
-    except LookupError:
-        p = _expand(query)
-        if p is not None and _looks_like_path(query) and (p.is_dir() or p.suffix == ".json"):
-            return _from_config(p, args, reg)
-        raise
+        if p is None or not p.exists():
+            return None
+        if p.is_dir():
+            return p if (p / "config.json").exists() or (p / "config.json").is_symlink() or _looks_like_path(query) \
+                else None
+        return p if p.suffix == ".json" else None
+    except (OSError, ValueError):
+        return None
 
 
 def _expand(q: str) -> Path | None:
