@@ -63,11 +63,12 @@ def _cut(msg: str, n: int = 300) -> str:
 # what ``validate`` checks each kind of data file against: (Pydantic model, committed JSON Schema);
 # ``family`` files go through the loader and the registry instead. ``module`` (mlx_lm/<module>.yaml,
 # the mlx-lm module recipes the redesign plans) has no schema in this version: such a file gets the
-# safe-YAML checks only, and adding its model here is all it takes to check it fully.
-_KIND_NAMES = ("kernels", "calibration", "sharding", "naming", "module")
+# safe-YAML checks only, and adding its model here is all it takes to check it fully; so does a
+# ``derived`` table (calibration/measured_traits.yaml), which its generator's test keeps current.
+_KIND_NAMES = ("kernels", "calibration", "sharding", "naming", "module", "derived")
 _SUBDIRS = ("kernels", "mlx_lm", "naming")  # walked in a directory (calibration/<backend>/ as well)
 _WORD = {"kernels": "kernel-route", "calibration": "calibration", "sharding": "sharding-plan",
-         "naming": "naming-table", "module": "module"}
+         "naming": "naming-table", "module": "module", "derived": "derived-table"}
 
 
 def _kind_model(kind: str):

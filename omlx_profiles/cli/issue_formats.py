@@ -34,6 +34,9 @@ RULES = {
     "calibration": ("OMLX-CALIBRATION", "Invalid calibration file",
                     "A calibration/<backend>/*.yaml file breaks the measured-peak schema."),
     "module": ("OMLX-MODULE", "Invalid mlx-lm module recipe", "A mlx_lm/*.yaml file is not valid YAML data."),
+    "sharding": ("OMLX-SHARDING", "Invalid sharding plan", "mlx_lm/sharding.yaml breaks the sharding-plan schema."),
+    "naming": ("OMLX-NAMING", "Invalid naming table", "A naming/*.yaml file breaks the naming-table schema."),
+    "derived": ("OMLX-DERIVED", "Invalid derived table", "A calibration/*.yaml table is not valid YAML data."),
 }
 
 
