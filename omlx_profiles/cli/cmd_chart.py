@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..errors import InputError
 from ..units import format_bytes, format_tokens
@@ -20,6 +21,7 @@ from .common import add_model_args, size_arg, tokens_arg
 
 GIB = 1024**3
 DEFAULT_POINTS = 160
+FORMATS = (".png", ".svg", ".pdf")  # what the chart is offered as; matplotlib picks the writer by extension
 
 
 @dataclass
@@ -56,19 +58,28 @@ def register(sub) -> None:
     add_model_args(p, many=True)
     p.add_argument("--max-tokens", type=tokens_arg, default=256 * 1024, metavar="N",
                    help="right end of the context axis (default 256k)")
-    p.add_argument("--budget", type=size_arg, metavar="SIZE", help="memory budget line, e.g. 64GiB")
-    p.add_argument("-o", "--output", default="mem.png", metavar="PNG", help="output file (default mem.png)")
+    from .sharded import add_shard_args, budgets_arg
+
+    p.add_argument("--budget", type=budgets_arg, metavar="SIZE", help="memory budget line, e.g. 64GiB")
+    p.add_argument("-o", "--output", default="mem.png", metavar="FILE",
+                   help="output file: .png, .svg or .pdf (default mem.png); a new file unless --force")
+    p.add_argument("--force", action="store_true", help="replace the output file if it exists")
     p.add_argument("--points", type=int, default=DEFAULT_POINTS, help=argparse.SUPPRESS)
     from .cmd_fit import add_request_args
 
     add_request_args(p)
+    add_shard_args(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from .cmd_fit import resolve_weights, series_for
     from .common import resolve_model
+    from .sharded import chart_series, single_budget, wants_sharding
 
+    sharded = wants_sharding(args)
+    if not sharded:
+        single_budget(args)
     models = list(args.model or [])
     if not models and not args.config:
         raise InputError("give at least one MODEL (or --config PATH)")
@@ -80,12 +91,19 @@ def run(args) -> int:
         raise InputError(f"--max-tokens must be at least 256, got {args.max_tokens}")
     if not 8 <= args.points <= 2000:
         raise InputError("--points must be between 8 and 2000")
+    from ..outputs import check_output
+
+    check_output(args.output, suffixes=FORMATS, replace=args.force, what="-o")  # before minutes of work
     out = []
-    for q in models or [None]:
+    if sharded:
+        if len(models) > 1:
+            raise InputError("chart --ranks draws one model (one panel per rank): give a single MODEL")
+        out = chart_series(resolve_model(args, models[0] if models else None), args)
+    for q in (models or [None]) if not sharded else []:
         res = resolve_model(args, q)
         weights = resolve_weights(res, args)
         out.append(series_for(res, weights, args))
-    path = plot(out, args.budget, args.reserve_bytes, args.output, args.max_tokens)
+    path = plot(out, args.budget, args.reserve_bytes, args.output, args.max_tokens, force=args.force)
     print(f"wrote {path}")
     for s in out:
         if s.max_tokens is not None and args.budget is not None:
@@ -101,8 +119,10 @@ def run(args) -> int:
     return 0
 
 
-def plot(series: list[Series], budget: int | None, reserve: int | None, output: str, max_tokens: int) -> str:
-    """Draw the panels and write the PNG; returns the path written."""
+def plot(series: list[Series], budget: int | None, reserve: int | None, output: str, max_tokens: int, *,
+         force: bool = False) -> str:
+    """Draw the panels and write the file (``outputs.write_output``: a new file unless ``force``);
+    returns the path written."""
     try:
         import matplotlib
 
@@ -177,13 +197,16 @@ def plot(series: list[Series], budget: int | None, reserve: int | None, output: 
         axes[j // cols][j % cols].set_visible(False)
     fig.suptitle("Memory at the prefill peak against prompt length", fontsize=12)
     fig.tight_layout(rect=(0, (0.1 + 0.26 * legend_rows) / height, 1, 1))
+    import io
+
+    from ..outputs import write_output
+
+    buf = io.BytesIO()
     try:
-        fig.savefig(output, dpi=110)
-    except OSError as e:
-        raise InputError(f"cannot write {output}: {e.strerror or e}") from None
+        fig.savefig(buf, dpi=110, format=Path(output).suffix.lower().lstrip("."))
     finally:
         plt.close(fig)
-    return output
+    return str(write_output(output, buf.getvalue(), suffixes=FORMATS, replace=force, what="-o"))
 
 
 def _tick_step(kmax: float) -> float:
