@@ -179,5 +179,5 @@ def test_chart_one_panel_per_rank(tmp_path):
     assert out.stat().st_size > 10_000
     assert "rank 0/2" in text and "rank 1/2" in text
     code, _, err = run_cli("chart", "Qwen/Qwen3-30B-A3B", "--ranks", "2", "--parallel", "pipeline", "--weights",
-                           "60GB", "--budget", "40GiB,30GiB", "-o", str(out))
+                           "60GB", "--budget", "40GiB,30GiB", "-o", str(tmp_path / "other.png"))
     assert code == 2 and "one budget line" in err
