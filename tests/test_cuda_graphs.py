@@ -30,9 +30,9 @@ import pytest
 
 from omlx_profiles.errors import UnsupportedError
 from omlx_profiles.peak import transient as T
-from omlx_profiles.peak.calibration import calibration_files, load_calibration, profile_for_config, profile_for_point
+from omlx_profiles.estimate.calibration import calibration_files, load_calibration, profile_for_config, profile_for_point
 from omlx_profiles.peak.prefill import Request, call_items, prefill_peak
-from omlx_profiles.peak.routes import KernelRoutes, SdpaCall
+from omlx_profiles.peak.kernels import KernelRoutes, SdpaCall
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "cuda" / "results"
 CAP = KernelRoutes.for_backend("cuda", "0.32.4").executor.graph_commit

@@ -12,7 +12,7 @@ import pytest
 
 from omlx_profiles.errors import InputError, UnsupportedError
 from omlx_profiles.peak import transient as T
-from omlx_profiles.peak.routes import (
+from omlx_profiles.peak.kernels import (
     KernelRoutes,
     SdpaCall,
     parse_version,
@@ -112,7 +112,7 @@ def test_registered_tiled_kernel_takes_precedence():
     assert kr.route(call).route == "fallback"
     register_tiled(256, min_kv_len=8192, kv_tile=1024)
     try:
-        from omlx_profiles.peak.routes import tiled_state
+        from omlx_profiles.peak.kernels import tiled_state
 
         d = kr.route(call, tiled_state()[1])
         assert d.route == "tiled" and d.kv_tile == 1024

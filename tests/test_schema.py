@@ -1,9 +1,9 @@
 """The committed JSON Schema must match the Pydantic models; every profile points editors at it."""
 from __future__ import annotations
 
-from omlx_profiles import schema_models
-from omlx_profiles.paths import schema_dir
-from omlx_profiles.schema_export import drifted, schemas
+from omlx_profiles.schema import family as schema_models
+from omlx_profiles.registry.paths import schema_dir
+from omlx_profiles.schema.export import drifted, schemas
 
 from .conftest import PROFILES
 
@@ -13,7 +13,7 @@ def test_committed_schema_matches_models():
 
 
 def test_drift_is_detected(monkeypatch, tmp_path):
-    from omlx_profiles.schema_export import write_schemas
+    from omlx_profiles.schema.export import write_schemas
 
     write_schemas(tmp_path)
     assert drifted(tmp_path) == []
@@ -25,7 +25,7 @@ def test_drift_is_detected(monkeypatch, tmp_path):
         s["profile.schema.json"]["$defs"]["VariantEntry"]["properties"]["num_layers"] = {"type": "string"}
         return s
 
-    monkeypatch.setattr("omlx_profiles.schema_export.schemas", changed)
+    monkeypatch.setattr("omlx_profiles.schema.export.schemas", changed)
     assert "profile.schema.json" in drifted(tmp_path)
 
 

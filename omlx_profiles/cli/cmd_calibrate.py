@@ -2,7 +2,7 @@
 MLX backend and compare them with the estimate.
 
 It builds the live mlx-lm model with random weights (``omlx_profiles.live.build``: nothing is downloaded),
-replays ``generate_step``'s prefill (``omlx_profiles.live.peak``), records the peak over the baseline per
+replays ``generate_step``'s prefill (``omlx_profiles.live.measure``), records the peak over the baseline per
 call and overall, prints estimate / measured with a progress bar on stderr, and saves the points to
 ``profiles/calibration/<backend>/<variant>.yaml`` (``--out`` to change, ``--no-save`` to skip), which the
 tests check the estimator against.
@@ -79,7 +79,7 @@ def _config_for(res, args) -> dict:
                 cfg, hidden=10**9, intermediate=10**9, vocab=cfg.get("vocab_size", 512), experts=10**9,
                 top_k=10**9, layers=layers)
         return cfg
-    from ..live.synth import SynthError, config_for_profile
+    from ..mlxlm.to_config import SynthError, config_for_profile
 
     try:
         return config_for_profile(res.profile, shrink=args.shrink, layers=layers)
@@ -101,10 +101,10 @@ def run(args) -> int:
         import mlx.core as mx
 
         from ..live.build import build_model
-        from ..live.peak import backend_info, measure_prefill_peak
+        from ..live.measure import backend_info, measure_prefill_peak
     except ImportError as e:
         raise UnsupportedError(f"unsupported: calibrate needs mlx and mlx-lm installed ({e})") from None
-    from ..peak.calibration import calibration_dir, profile_for_config
+    from ..estimate.calibration import calibration_dir, profile_for_config
     from ..peak.prefill import Request, prefill_peak
     from ..units import format_bytes
 

@@ -1,8 +1,8 @@
 """``omlx-profiles estimate MODEL --tokens N``: resident KV (exact) for a prompt, per layer."""
 from __future__ import annotations
 
-from ..kv import DEFAULT_QUANTIZED_KV_START, KVQuant
-from ..report import EstimateOptions, build_estimate
+from ..kv.bytes import DEFAULT_QUANTIZED_KV_START, KVQuant
+from ..estimate.report import EstimateOptions, build_estimate
 from .common import add_model_args, positive_int_arg, print_json, resolve_model, tokens_arg
 
 
@@ -65,7 +65,7 @@ def run(args) -> int:
     if args.json:
         print_json(est)
     else:
-        from ..render import render_estimate
+        from .render import render_estimate
 
         print(render_estimate(est))
     # with a budget, exit 0 only when the request is shown to fit (unknown weights cannot show it)

@@ -5,7 +5,7 @@ the KV cache's 256-token allocation step, checked here both ways: the total at `
 the usable memory and the total one step further is not. The breakdown printed is the same
 ``build_estimate`` that ``estimate --tokens max_tokens`` prints, so the two commands cannot disagree.
 
-The reserve kept free inside the budget defaults to ``512 MiB + 5%`` of it; ``omlx_profiles.budget``
+The reserve kept free inside the budget defaults to ``512 MiB + 5%`` of it; ``omlx_profiles.estimate.budget``
 says why.
 """
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..budget import default_reserve
+from ..estimate.budget import default_reserve
 from ..errors import InputError
-from ..rows import STEP
+from ..kv.replay import STEP
 from ..units import format_bytes
 from .common import add_model_args, positive_int_arg, print_json, size_arg, tokens_arg
 
@@ -80,7 +80,7 @@ def local_dir(args, res) -> Path | None:
 
 
 def resolve_weights(res, args):
-    from ..weights import GIVEN, WeightsInfo, estimate_weights
+    from ..estimate.weights import GIVEN, WeightsInfo, estimate_weights
 
     given = getattr(args, "weights_size", None)
     if given is not None:
@@ -98,21 +98,21 @@ def reserve_for(args, budget: int | None) -> int | None:
 
 
 def _estimator(res):
-    from ..estimator import Estimator
+    from ..estimate.estimator import Estimator
 
     return Estimator(res.profile)
 
 
 def backend_of(args) -> str:
     """The backend the estimate uses when ``--backend`` is not given (report.DEFAULT_BACKEND: metal)."""
-    from ..report import DEFAULT_BACKEND
+    from ..estimate.report import DEFAULT_BACKEND
 
     return args.backend or DEFAULT_BACKEND
 
 
 def estimate_at(res, tokens: int, args, weights, budget: int | None, reserve: int | None) -> dict:
     """``estimate --tokens N`` for this request, as its JSON dict (the one code path for all commands)."""
-    from ..report import EstimateOptions, build_estimate
+    from ..estimate.report import EstimateOptions, build_estimate
 
     opts = EstimateOptions(tokens=tokens, chunk=args.chunk, cached=args.cached, backend=backend_of(args),
                            mlx_version=args.mlx_version, budget=budget, reserve=reserve,
@@ -170,7 +170,7 @@ def compute_fit(res, args, budget: int) -> dict:
 
 
 def run(args) -> int:
-    from ..render import render_fit
+    from .render import render_fit
     from .common import resolve_model
 
     res = resolve_model(args)

@@ -1,8 +1,8 @@
 """``omlx-profiles schema [--write]``: print or regenerate the JSON Schema in schema/."""
 from __future__ import annotations
 
-from ..paths import schema_dir
-from ..schema_export import drifted, render, schemas, write_schemas
+from ..registry.paths import schema_dir
+from ..schema.export import drifted, render, schemas, write_schemas
 
 
 def register(sub) -> None:

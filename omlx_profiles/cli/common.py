@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..errors import InputError
-from ..registry import Registry, Resolution, load_registry
+from ..registry.index import Registry, Resolution, load_registry
 from ..units import parse_size, parse_tokens
 
 
@@ -65,7 +65,7 @@ def _looks_like_path(q: str) -> bool:
 
 
 def _from_config(path: Path, args, reg: Registry | None = None) -> Resolution:
-    from .. import extract  # config.json extraction (no mlx)
+    from ..extraction import from_config as extract  # config.json extraction (no mlx)
 
     return extract.resolve_path(path, registry=reg or registry(args))
 

@@ -50,7 +50,7 @@ def _comment(text: str | None) -> str:
 
 
 def render(ex, *, origin: str) -> str:
-    """The profile file text for an ``Extraction`` (see ``omlx_profiles.extract``)."""
+    """The profile file text for an ``Extraction`` (see ``omlx_profiles.extraction.from_config``)."""
     p = ex.payload
     prov = ex.provenance
     out: list[str] = [SCHEMA_LINE,

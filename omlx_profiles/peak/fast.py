@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..dtypes import DTYPE_BYTES
-from ..kv import kv_report
-from ..profile import Profile
+from ..kv.bytes import kv_report
+from ..registry.profile import Profile
 from . import transient as T
 from .prefill import Request, _call_peak, _EntryState, _pinned, prefill_peak
-from .routes import _TILED_VERSION, KernelRoutes, tiled_state
+from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 
 STEP = 256
 

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 
 from ..dtypes import DTYPE_BYTES
 from ..errors import InputError, UnsupportedError
-from ..profile import CacheEntry, Profile
-from ..rows import STEP, SCHEDULES, ChunkedState, RotatingState, calls_for
+from ..registry.profile import CacheEntry, Profile
+from ..kv.replay import STEP, SCHEDULES, ChunkedState, RotatingState, calls_for
 from ..units import format_bytes
 from ..validation import check_count
 from . import transient as T
-from .routes import KernelRoutes, tiled_state
+from .kernels import KernelRoutes, tiled_state
 
 # How many calls of a long prompt are evaluated: the peak call is always among the last ones (the held
 # cache and every kL-dependent term only grow), plus the first (nothing held yet, but the longest chunk).

@@ -33,8 +33,8 @@ from math import ceil, prod
 
 from ..dtypes import DTYPE_BYTES
 from ..errors import UnsupportedError
-from ..profile import CacheEntry, LayerType, Profile
-from .routes import KernelRoutes, RouteDecision, SdpaCall
+from ..registry.profile import CacheEntry, LayerType, Profile
+from .kernels import KernelRoutes, RouteDecision, SdpaCall
 
 # Families whose attention normalizes q and k per head (mlx-lm q_norm / k_norm).
 QK_NORM_FAMILIES = {"qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe", "gemma3", "gemma3_text",

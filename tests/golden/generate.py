@@ -53,11 +53,11 @@ def _api():
     import omlx_profiles
     from omlx_profiles import compat
     from omlx_profiles.cli.cmd_fit import compute_fit
-    from omlx_profiles.kv import KVQuant, kv_report
-    from omlx_profiles.peak.calibration import calibration_files, load_calibration, profile_for_point
+    from omlx_profiles.kv.bytes import KVQuant, kv_report
+    from omlx_profiles.estimate.calibration import calibration_files, load_calibration, profile_for_point
     from omlx_profiles.peak.prefill import Request, prefill_peak
-    from omlx_profiles.report import EstimateOptions, build_estimate
-    from omlx_profiles.weights import estimate_weights
+    from omlx_profiles.estimate.report import EstimateOptions, build_estimate
+    from omlx_profiles.estimate.weights import estimate_weights
 
     return argparse.Namespace(
         load_registry=omlx_profiles.load_registry, compat=compat, compute_fit=compute_fit, KVQuant=KVQuant,

@@ -28,16 +28,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .errors import InputError, UnsupportedError
-from .extraction.config import (LoadedConfig, Reader, load_config, module_for, read_dtype, read_quantization,
+from ..errors import InputError, UnsupportedError
+from ..mlxlm.config import (LoadedConfig, Reader, load_config, module_for, read_dtype, read_quantization,
                                 shown, spec, text_config_key)
-from .extraction.layout import build_layers
-from .extraction.mlx_specs import MLX_LM_VERSION, SPECS
-from .extraction.rules import RULES, WRAPPERS, Ctx, Draft, rule_deepseek_v3, rule_gemma3_text, rule_lfm2, \
+from ..mlxlm.fold import build_layers
+from ..mlxlm.facts import MLX_LM_VERSION, SPECS
+from ..mlxlm.to_layers import RULES, WRAPPERS, Ctx, Draft, rule_deepseek_v3, rule_gemma3_text, rule_lfm2, \
     rule_llama4, rule_llama_like, rule_qwen3_next, unsupported_reason, _info
-from .profile import Profile
-from .registry import Registry, Resolution
-from .schema_models import CompleteVariant
+from ..registry.profile import Profile
+from ..registry.index import Registry, Resolution
+from ..schema.family import CompleteVariant
 
 DEFAULT_ASSUMED_DTYPE = "bf16"
 
@@ -290,7 +290,7 @@ def resolve_path(path: Path | str, registry: Registry | None = None, *, dtype: s
     list every disagreement with both values and the YAML line; such a variant also fills what the config
     lacks (weights).
     """
-    from .extraction.merge import match_registry
+    from .match import match_registry
 
     ex, lc = extract_path(path, dtype=dtype)
     profile = ex.profile()
@@ -426,11 +426,11 @@ def profile_from_model(model: Any, *, layout: list[dict] | None = None) -> Profi
     modelled, the probe-derived profile is returned and the disagreements are in its provenance.
     Imports ``omlx_profiles.live`` (mlx, mlx-lm).
     """
-    from .verify import compare_layout  # lazy: mlx only when probing
+    from ..live.verify import compare_layout  # lazy: mlx only when probing
 
     args = args_dict(model)
     if layout is None:
-        from .live.probe import probe_layout
+        from ..live.probe import probe_layout
 
         layout = probe_layout(model, evaluate=False)
     act = _layout_dtype(layout) or _param_dtype(model) or DEFAULT_ASSUMED_DTYPE

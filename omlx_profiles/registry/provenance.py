@@ -1,6 +1,6 @@
 """Where each field of a resolved profile comes from: ``file:line`` of the variant, of a ``base`` variant,
 or of the family defaults (``resolve --explain``); for a config.json or live-model profile, the config key
-or probe recorded in ``Profile.provenance`` by ``omlx_profiles.extract``.
+or probe recorded in ``Profile.provenance`` by ``omlx_profiles.extraction.from_config``.
 
 The order follows the loader's merge (``loader.resolve_variants``): a variant's own fields, then its
 ``base`` chain's fields (nearest first), then family defaults - the deepest base's file first, the
@@ -9,7 +9,7 @@ variant's family defaults.
 """
 from __future__ import annotations
 
-from .schema_models import INHERITED_FIELDS
+from ..schema.family import INHERITED_FIELDS
 
 
 def _chain(registry, name: str) -> list[str]:
@@ -55,7 +55,7 @@ def explain(resolution, args=None) -> dict[str, str]:
     prov = getattr(resolution.profile, "provenance", None)
     if prov:
         return dict(prov)
-    from .cli.common import registry
+    from ..cli.common import registry
 
     reg = registry(args) if args is not None else None
     if reg is None or resolution.profile.name not in reg.records:

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from ..errors import InputError, UnsupportedError
 from .config import MAX_LAYERS, Reader, shown, spec
-from .mlx_specs import KNOWN_UNMODELLED, MLX_LM_VERSION
+from .facts import KNOWN_UNMODELLED, MLX_LM_VERSION
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-_PKG = Path(__file__).resolve().parent
+_PKG = Path(__file__).resolve().parents[1]  # omlx_profiles/
 _REPO = _PKG.parent
 
 ENV_PROFILES_PATH = "OMLX_PROFILES_PATH"

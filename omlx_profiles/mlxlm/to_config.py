@@ -44,7 +44,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..profile import CacheEntry, Profile
+from ..registry.profile import CacheEntry, Profile
 
 __all__ = ["SynthError", "config_for_profile", "cut_profile", "layer_roles", "SYNTH_FAMILIES", "can_be_dense"]
 

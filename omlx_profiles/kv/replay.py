@@ -29,7 +29,7 @@ def calls_for(tokens: int, schedule: str, chunk: int) -> list[int]:
     if tokens <= 0:
         return []
     if schedule != "direct" and (tokens - 1) // chunk > MAX_CALLS:
-        from .errors import InputError
+        from ..errors import InputError
 
         raise InputError(
             f"{tokens} tokens in chunks of {chunk} is {(tokens - 1) // chunk} prefill calls; "

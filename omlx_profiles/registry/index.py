@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InputError, Issue, ProfileError, UnknownModelError
-from .loader import LoadedFile, VariantRecord, load_file, resolve_variants
+from ..errors import InputError, Issue, ProfileError, UnknownModelError
+from .files import LoadedFile, VariantRecord, load_file, resolve_variants
 from .paths import builtin_profiles_dir, env_profile_dirs
 from .profile import Profile
 

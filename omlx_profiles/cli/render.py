@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from .units import format_bytes, format_tokens
+from ..units import format_bytes, format_tokens
 
 RULE = "-"
 

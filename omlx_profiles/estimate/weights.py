@@ -35,9 +35,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .dtypes import DTYPE_BYTES
-from .errors import InputError
-from .safetensors_header import CheckpointHeaders, SafetensorsError, read_checkpoint, weight_files
+from ..dtypes import DTYPE_BYTES
+from ..errors import InputError
+from .safetensors import CheckpointHeaders, SafetensorsError, read_checkpoint, weight_files
 
 #: ``mlx_lm.utils.quantize_model``'s defaults per mode: (group_size, bits).
 MODE_DEFAULTS: dict[str, tuple[int, int]] = {"affine": (64, 4), "mxfp4": (32, 4), "nvfp4": (16, 4), "mxfp8": (32, 8)}

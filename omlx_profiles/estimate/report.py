@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import UnsupportedError
-from .kv import KVQuant, KVReport, kv_report
-from .registry import Resolution
+from ..errors import UnsupportedError
+from ..kv.bytes import KVQuant, KVReport, kv_report
+from ..registry.index import Resolution
 
 DEFAULT_BACKEND = "metal"  # what oMLX and mlx-lm servers run on; --backend changes it, the output names it
 
@@ -81,7 +81,7 @@ def build_estimate(res: Resolution, opts: EstimateOptions) -> dict:
 def peak_section(res: Resolution, opts: EstimateOptions) -> dict:
     """The prefill-peak keys: peak, weights, total, breakdown, and the verdict against a budget."""
     from .estimator import Estimator
-    from .peak.prefill import Request
+    from ..peak.prefill import Request
 
     backend = opts.backend or DEFAULT_BACKEND
     out: dict[str, Any] = {"cached": opts.cached, "backend": backend, "mlx_version": opts.mlx_version}
@@ -126,7 +126,7 @@ def peak_section(res: Resolution, opts: EstimateOptions) -> dict:
 
 
 def _weights(res: Resolution, opts: EstimateOptions) -> int | None:
-    """Weights bytes from the caller's ``WeightsInfo``, else ``omlx_profiles.weights`` (optional)."""
+    """Weights bytes from the caller's ``WeightsInfo``, else ``omlx_profiles.estimate.weights`` (optional)."""
     w = opts.weights
     if w is None:
         try:

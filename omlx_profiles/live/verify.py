@@ -20,8 +20,8 @@ from math import prod
 from pathlib import Path
 from typing import Any
 
-from .errors import OmlxProfilesError, UnsupportedError
-from .profile import CacheEntry, Profile
+from ..errors import OmlxProfilesError, UnsupportedError
+from ..registry.profile import CacheEntry, Profile
 
 _CLASS_OF = {"full": "KVCache", "latent": "KVCache", "indexer": "KVCache", "sliding": "RotatingKVCache",
              "chunked": "ChunkedKVCache", "state": "ArraysCache"}
@@ -86,7 +86,7 @@ class Locator:
 
 
 def _yaml_where(registry, name: str, path: tuple) -> str | None:
-    from .provenance import yaml_where
+    from ..registry.provenance import yaml_where
 
     return yaml_where(registry, name, path)
 
@@ -255,7 +255,7 @@ def _hashable(v):
 
 
 def _ranges(xs: list[int]) -> str:
-    from .extraction.merge import _ranges as r
+    from ..extraction.match import _ranges as r
 
     return r(sorted(set(xs)))
 
@@ -270,15 +270,15 @@ def live_config_for(profile: Profile, config: dict | str | Path | None = None) -
     if config is not None:
         if isinstance(config, dict):
             return config
-        from .extraction.config import load_config
+        from ..mlxlm.config import load_config
 
         return load_config(config).data
     try:
-        from .live.synth import config_for_profile  # the live harness: profile -> mlx-lm config
+        from ..mlxlm.to_config import config_for_profile  # the live harness: profile -> mlx-lm config
     except ImportError:
         raise UnsupportedError(
             "unsupported: live verification needs a model config (--config PATH / config=...) or "
-            "omlx_profiles.live.synth.config_for_profile, which is not available") from None
+            "omlx_profiles.mlxlm.to_config.config_for_profile, which is not available") from None
     try:
         return config_for_profile(profile)
     except ValueError as e:  # live.synth.SynthError: no rule to turn this profile into an mlx-lm config
@@ -287,7 +287,7 @@ def live_config_for(profile: Profile, config: dict | str | Path | None = None) -
 
 
 def probe_model(model) -> list[dict]:
-    from .live.probe import probe_layout
+    from .probe import probe_layout
 
     return probe_layout(model, evaluate=False)
 
@@ -307,7 +307,7 @@ def verify_profile(profile: Profile, model: Any = None, *, config: dict | str | 
         cfg = live_config_for(profile, config)
         import warnings
 
-        from .live.build import build_model
+        from .build import build_model
 
         try:
             with warnings.catch_warnings():

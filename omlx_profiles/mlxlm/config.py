@@ -16,7 +16,7 @@ from typing import Any
 
 from ..dtypes import normalize_dtype
 from ..errors import InputError, UnsupportedError
-from .mlx_specs import ARCHITECTURE_REMAPPING, MLX_LM_VERSION, MODEL_REMAPPING, SPECS, WRAPPER_KEYS, ArgsSpec
+from .facts import ARCHITECTURE_REMAPPING, MLX_LM_VERSION, MODEL_REMAPPING, SPECS, WRAPPER_KEYS, ArgsSpec
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 _MISSING = object()

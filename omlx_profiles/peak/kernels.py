@@ -21,9 +21,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import InputError, ProfileError, UnsupportedError
-from ..paths import kernels_dir
-from ..schema_models import KernelRoutesFile, Route, RouteTable
-from ..yaml_io import load_yaml_text, read_text
+from ..registry.paths import kernels_dir
+from ..schema.family import KernelRoutesFile, Route, RouteTable
+from ..registry.yaml_safe import load_yaml_text, read_text
 
 BACKENDS = ("metal", "cuda", "cpu")
 MASKS = ("none", "causal", "bool", "additive")

@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from .errors import Issue, ProfileError
+from ..errors import Issue, ProfileError
 
 try:
     _Base = yaml.CSafeLoader

@@ -17,12 +17,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from .errors import Issue, ProfileError
-from .loader import MAX_ISSUES_PER_FILE, LoadedFile, load_file, pydantic_issues
+from ..errors import Issue, ProfileError
+from .files import MAX_ISSUES_PER_FILE, LoadedFile, load_file, pydantic_issues
 from .paths import builtin_profiles_dir, schema_dir
-from .registry import build_registry, profile_files
-from .schema_models import KernelRoutesFile
-from .yaml_io import line_for, line_index, load_yaml_text, read_text
+from .index import build_registry, profile_files
+from ..schema.family import KernelRoutesFile
+from .yaml_safe import line_for, line_index, load_yaml_text, read_text
 
 
 def _jsonschema_issues(path: Path, text: str, data, schema_name: str) -> list[Issue]:

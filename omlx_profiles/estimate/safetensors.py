@@ -22,7 +22,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import InputError
+from ..errors import InputError
 
 #: The safetensors library refuses headers over 100 MB; so do we (a real 1000-tensor header is ~100 KB).
 MAX_HEADER_BYTES = 100_000_000

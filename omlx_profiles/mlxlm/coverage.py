@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .data_mlxlm_model_types import MLXLM_VERSION, MODULES, REMAPPING
-from .registry import Registry
+from .model_types import MLXLM_VERSION, MODULES, REMAPPING
+from ..registry.index import Registry
 
 #: model_types verified through a live test other than the per-variant one (model_type -> test).
 LIVE_ROUTES: dict[str, str] = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .schema_models import KernelRoutesFile, ProfileFile
+from .family import KernelRoutesFile, ProfileFile
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 

@@ -13,10 +13,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .errors import Issue, ProfileError
+from ..errors import Issue, ProfileError
 from .profile import Profile
-from .schema_models import INHERITED_FIELDS, CompleteVariant, ProfileFile, VariantEntry
-from .yaml_io import line_for, line_index, load_yaml_text, read_text
+from ..schema.family import INHERITED_FIELDS, CompleteVariant, ProfileFile, VariantEntry
+from .yaml_safe import line_for, line_index, load_yaml_text, read_text
 
 
 @dataclass

@@ -5,7 +5,7 @@ explicit overrides > YAML variant > YAML family defaults > config.json > live pr
 (``merge_fields``; the YAML levels are already merged by the loader's inheritance.)
 
 For VERIFYING, every source is compared with the others and each disagreement is reported with both
-values and where each came from (``compare_profiles`` here for two profiles; ``omlx_profiles.verify``
+values and where each came from (``compare_profiles`` here for two profiles; ``omlx_profiles.live.verify``
 for a profile against the live model).
 
 ``--config`` / a model directory is the one case where the config is the subject: its layout is what
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InputError, OmlxProfilesError
-from ..profile import Profile
+from ..registry.profile import Profile
 
 PRECEDENCE = ("override", "yaml-variant", "yaml-family", "config.json", "live-probe")
 
@@ -162,7 +162,7 @@ def match_registry(profile: Profile, registry, hints: list[str]) -> tuple[Profil
     By id: ``_name_or_path`` (an ``org/name`` id) or the model directory's name, resolved like any
     query. By numbers: variants built by the same mlx-lm module with the same per-layer cache layout.
     """
-    from ..provenance import yaml_provenance
+    from ..registry.provenance import yaml_provenance
 
     notes: list[str] = []
     by_id: dict[str, str] = {}

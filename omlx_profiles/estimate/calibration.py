@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..paths import builtin_profiles_dir
-from ..profile import Profile
-from ..yaml_io import load_yaml_text, read_text
+from ..registry.paths import builtin_profiles_dir
+from ..registry.profile import Profile
+from ..registry.yaml_safe import load_yaml_text, read_text
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -135,8 +135,8 @@ def profile_for_config(config: dict, dtype: str | None = None) -> Profile:
     """The profile of an mlx-lm config (config extraction), with the MLA ranks filled from the config
     when the extraction leaves them out (deepseek_v2's expanded cache: the SDPA widths are in the cache
     entries, but the latent projections need the ranks)."""
-    from ..extract import profile_from_config
-    from ..schema_models import MLA
+    from ..extraction.from_config import profile_from_config
+    from ..schema.family import MLA
 
     dt = _DTYPES.get(str(dtype).removeprefix("mlx.core."), None) if dtype else None
     p = profile_from_config(config, dtype=dt)
@@ -156,7 +156,7 @@ def profile_for_point(pt: CalibrationPoint) -> Profile:
         cfg = json.loads((REPO / pt.config_path).read_text())
         return profile_for_config(cfg, pt.dtype)
     if pt.profile_id:
-        from ..registry import load_registry
+        from ..registry.index import load_registry
 
         return load_registry([]).resolve(pt.profile_id).profile
     raise InputError(f"calibration point {pt.model!r} names no config, config_inline or profile")

@@ -6,13 +6,13 @@ model of ``omlx_profiles.peak`` (checked against measured peaks: ``profiles/cali
 """
 from __future__ import annotations
 
-from .errors import InputError
-from .kv import KVQuant, KVReport, kv_report
-from .peak.prefill import Breakdown, Request, Verdict, prefill_peak
-from .peak.routes import KernelRoutes
-from .profile import Profile
-from .units import format_bytes
-from .validation import check_count
+from ..errors import InputError
+from ..kv.bytes import KVQuant, KVReport, kv_report
+from ..peak.prefill import Breakdown, Request, Verdict, prefill_peak
+from ..peak.kernels import KernelRoutes
+from ..registry.profile import Profile
+from ..units import format_bytes
+from ..validation import check_count
 
 STEP = 256  # mlx-lm KVCache allocation step: max_tokens searches on it first
 
@@ -51,7 +51,7 @@ class Estimator:
              nax: bool = False) -> Verdict:
         """Does ``weights + held before + peak`` stay within ``budget - reserve``?
 
-        ``reserve`` ``None``: the default of ``omlx_profiles.budget`` (512 MiB + 5% of the budget).
+        ``reserve`` ``None``: the default of ``omlx_profiles.estimate.budget`` (512 MiB + 5% of the budget).
         ``weights_bytes`` 0 (the default) checks the prefill alone against the budget."""
         check_count("budget", budget, minimum=0)
         check_count("weights_bytes", weights_bytes, minimum=0)

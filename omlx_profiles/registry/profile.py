@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Any
 
-from .dtypes import DTYPE_BYTES
-from .schema_models import CompleteVariant
+from ..dtypes import DTYPE_BYTES
+from ..schema.family import CompleteVariant
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +90,7 @@ class Profile:
     source: str = ""  # "profiles/llama.yaml#llama-3.1-8b" or "config.json"
     variant: CompleteVariant | None = field(default=None, repr=False, compare=False)
     # field -> where its value came from ("config.json: text_config.head_dim", "live probe: layer 3 keys"),
-    # filled by extraction (omlx_profiles.extract); YAML profiles leave it empty and `resolve --explain`
+    # filled by extraction (omlx_profiles.extraction.from_config); YAML profiles leave it empty and `resolve --explain`
     # computes file:line from the registry instead.
     provenance: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 

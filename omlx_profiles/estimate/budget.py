@@ -26,7 +26,7 @@ bare arithmetic, or a larger value when other programs share the machine.
 """
 from __future__ import annotations
 
-from .validation import check_count
+from ..validation import check_count
 
 RESERVE_FIXED = 512 * 1024**2
 RESERVE_FRACTION_PERCENT = 5
