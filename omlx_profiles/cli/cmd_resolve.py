@@ -41,7 +41,7 @@ def run(args) -> int:
     if args.explain:
         from ..registry.provenance import explain
 
-        out["provenance"] = explain(res, args)
+        out["provenance"] = explain(res, registry(args))
     dis = None
     if getattr(args, "verify", False):
         from ..live.verify import verify_profile

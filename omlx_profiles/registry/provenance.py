@@ -51,13 +51,13 @@ def yaml_provenance(registry, name: str) -> dict[str, str]:
     return out
 
 
-def explain(resolution, args=None) -> dict[str, str]:
+def explain(resolution, registry=None) -> dict[str, str]:
+    """Where each field of ``resolution.profile`` comes from: its recorded provenance (config.json or live
+    model), else ``file:line`` in ``registry`` (the registry it was resolved from; ``{}`` without one).
+    Takes the registry as an argument so this layer never reaches up into the CLI for it."""
     prov = getattr(resolution.profile, "provenance", None)
     if prov:
         return dict(prov)
-    from ..cli.common import registry
-
-    reg = registry(args) if args is not None else None
-    if reg is None or resolution.profile.name not in reg.records:
+    if registry is None or resolution.profile.name not in registry.records:
         return {}
-    return yaml_provenance(reg, resolution.profile.name)
+    return yaml_provenance(registry, resolution.profile.name)
