@@ -524,7 +524,7 @@ def set_model_info_from_model(monitor: MemoryMonitor, model: Any) -> None:
     info, so the estimates raise (the seed left a 7B default / a no-op guard behind silently). Errors are
     logged, not raised, as in the seed."""
     try:
-        from .extraction.from_config import profile_from_model  # lazy: imports mlx through the live probe
+        from .live.from_model import profile_from_model  # lazy: imports mlx through the live probe
     except ImportError as e:  # pragma: no cover - extraction ships with the extraction work
         logger.warning("set_model_info_from_model: profile extraction unavailable (%s)", e)
         return

@@ -30,7 +30,8 @@ pytest.importorskip("mlx_lm")
 
 from mlx_lm.models.cache import make_prompt_cache  # noqa: E402
 
-from omlx_profiles.extraction.from_config import profile_from_config, profile_from_model  # noqa: E402
+from omlx_profiles.extraction.from_config import profile_from_config  # noqa: E402
+from omlx_profiles.live.from_model import profile_from_model  # noqa: E402
 from omlx_profiles.mlxlm.facts import ARCHITECTURE_REMAPPING, MODEL_REMAPPING, SPECS  # noqa: E402
 from omlx_profiles.mlxlm.to_layers import PLAIN  # noqa: E402
 from omlx_profiles.kv.bytes import kv_report  # noqa: E402

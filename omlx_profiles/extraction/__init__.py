@@ -11,6 +11,6 @@
   comparison of two profiles (config vs registry variant).
 * ``skeleton``   - the YAML skeleton ``omlx-profiles extract`` writes.
 
-Nothing here imports mlx or mlx_lm: ``omlx_profiles.extraction.from_config.profile_from_model`` and
+Nothing here imports mlx or mlx_lm: ``omlx_profiles.live.from_model.profile_from_model`` and
 ``omlx_profiles.live.verify`` reach the live model through ``omlx_profiles.live`` only when called.
 """
