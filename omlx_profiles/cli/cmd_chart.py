@@ -12,33 +12,15 @@ an engine importing the package, never load it.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
 
 from ..errors import InputError
+from ..estimate.budget import reserve_for
+from ..estimate.fit import Series, series_for
 from ..units import format_bytes, format_tokens
-from .common import add_model_args, size_arg, tokens_arg
+from .common import add_model_args, add_request_args, fit_request, size_arg, tokens_arg, weights_of
 
 GIB = 1024**3
 DEFAULT_POINTS = 160
-
-
-@dataclass
-class Series:
-    """One model's curve: per context length, the three stacked parts (bytes)."""
-
-    label: str
-    tokens: list[int]
-    weights: list[int]
-    kv: list[int]
-    transient: list[int]
-    weights_label: str = ""
-    max_tokens: int | None = None
-    max_context: int | None = None
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def totals(self) -> list[int]:
-        return [w + k + t for w, k, t in zip(self.weights, self.kv, self.transient)]
 
 
 def register(sub) -> None:
@@ -59,14 +41,11 @@ def register(sub) -> None:
     p.add_argument("--budget", type=size_arg, metavar="SIZE", help="memory budget line, e.g. 64GiB")
     p.add_argument("-o", "--output", default="mem.png", metavar="PNG", help="output file (default mem.png)")
     p.add_argument("--points", type=int, default=DEFAULT_POINTS, help=argparse.SUPPRESS)
-    from .cmd_fit import add_request_args
-
     add_request_args(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from .cmd_fit import resolve_weights, series_for
     from .common import resolve_model
 
     models = list(args.model or [])
@@ -81,11 +60,14 @@ def run(args) -> int:
     if not 8 <= args.points <= 2000:
         raise InputError("--points must be between 8 and 2000")
     out = []
+    req = fit_request(args)
+    reserve = reserve_for(args.budget, args.reserve)
     for q in models or [None]:
         res = resolve_model(args, q)
-        weights = resolve_weights(res, args)
-        out.append(series_for(res, weights, args))
-    path = plot(out, args.budget, args.reserve_bytes, args.output, args.max_tokens)
+        weights = weights_of(args, res)
+        out.append(series_for(res, weights, req, points=args.points, max_tokens=args.max_tokens,
+                              budget=args.budget, reserve=reserve))
+    path = plot(out, args.budget, reserve, args.output, args.max_tokens)
     print(f"wrote {path}")
     for s in out:
         if s.max_tokens is not None and args.budget is not None:

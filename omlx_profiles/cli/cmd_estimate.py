@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..kv.bytes import DEFAULT_QUANTIZED_KV_START, KVQuant
 from ..estimate.report import EstimateOptions, build_estimate
-from .common import add_model_args, positive_int_arg, print_json, resolve_model, tokens_arg
+from .common import add_model_args, add_weights_args, positive_int_arg, print_json, resolve_model, tokens_arg, weights_of
 
 
 def register(sub) -> None:
@@ -28,9 +28,7 @@ def register(sub) -> None:
     p.add_argument("--kv-group-size", type=int, choices=(32, 64, 128), default=64)
     p.add_argument("--kv-start", type=positive_int_arg, default=DEFAULT_QUANTIZED_KV_START,
                    help=f"quantized_kv_start (default {DEFAULT_QUANTIZED_KV_START}, mlx-lm's)")
-    from .cmd_fit import add_weights_args  # --weights-bits, --reserve (issue 6)
-
-    add_weights_args(p)
+    add_weights_args(p)  # --weights-bits, --weights, --reserve
     # prefill peak (issue 5)
     from .common import size_arg
 
@@ -56,10 +54,8 @@ def options(args) -> EstimateOptions:
 def run(args) -> int:
     from dataclasses import replace
 
-    from .cmd_fit import resolve_weights
-
     res = resolve_model(args)
-    weights = resolve_weights(res, args)  # exact from a local dir's safetensors headers, else the profile
+    weights = weights_of(args, res)  # exact from a local dir's safetensors headers, else the profile
     est = build_estimate(res, replace(options(args), weights=weights))
     est["weights"] = weights.as_dict()
     if args.json:

@@ -26,6 +26,7 @@ bare arithmetic, or a larger value when other programs share the machine.
 """
 from __future__ import annotations
 
+from ..errors import InputError
 from ..validation import check_count
 
 RESERVE_FIXED = 512 * 1024**2
@@ -42,3 +43,14 @@ def usable(budget: int, reserve: int | None = None) -> int:
     """Bytes a request's total may reach: the budget less the reserve (the default when ``None``)."""
     r = default_reserve(budget) if reserve is None else check_count("reserve", reserve, minimum=0)
     return max(0, budget - r)
+
+
+def reserve_for(budget: int | None, reserve: int | None = None) -> int | None:
+    """The reserve a request with ``budget`` keeps: ``reserve`` as given, else the default; ``None``
+    without a budget. A reserve larger than the budget is an input error (nothing would be usable)."""
+    if budget is None:
+        return None
+    r = reserve if reserve is not None else default_reserve(budget)
+    if r > budget:
+        raise InputError(f"--reserve {r} bytes is larger than the budget ({budget} bytes)")
+    return r

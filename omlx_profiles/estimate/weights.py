@@ -144,6 +144,14 @@ def estimate_weights(resolution, bits: int | None = None, model_dir=None, *, gro
     return _from_profile(profile, q, explicit=bits is not None)
 
 
+def weights_for(resolution, *, given: int | None = None, bits: int | None = None, model_dir=None) -> WeightsInfo:
+    """The weights term of a request: ``given`` bytes as the user states them (the CLI's ``--weights``),
+    else ``estimate_weights``."""
+    if given is not None:
+        return WeightsInfo(given, False, GIVEN, f"as given on the command line with --weights ({given:,} bytes)")
+    return estimate_weights(resolution, bits=bits, model_dir=model_dir)
+
+
 def _local_dir(resolution) -> Path | None:
     if getattr(resolution, "matched_by", None) not in ("directory", "config", "path", "local"):
         return None
