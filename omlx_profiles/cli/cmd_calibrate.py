@@ -126,7 +126,7 @@ def run(args) -> int:
     _bar(len(jobs), len(jobs), "done", t0)
 
     points, ok = [], True
-    print(f"{res.profile.name} ({prof.mlx_model_type}, {dt}) on {backend}, MLX {info["mlx_version"]}, chunk {args.chunk}")
+    print(f"{res.profile.name} ({prof.mlx_model_type}, {dt}) on {backend}, MLX {info['mlx_version']}, chunk {args.chunk}")
     print(f"{'tokens':>8} {'measured':>12} {'estimate':>12} {'est/meas':>9}  peak call")
     for n, runs in measured.items():
         peak = max(r["peak_over_baseline"] for r in runs)
