@@ -20,7 +20,8 @@ from functools import lru_cache
 from ..dtypes import DTYPE_BYTES
 from ..kv.bytes import kv_report
 from ..registry.profile import Profile
-from . import transient as T
+from . import executor
+from .ops.recurrent import state_snapshot_bytes
 from .prefill import Request, _call_peak, _EntryState, _pinned, prefill_peak
 from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 
@@ -129,7 +130,7 @@ class FastPeak:
                 e = st.e
                 if e.kind == "state":
                     held += counts[name] * e.state_bytes(act)
-                    held += counts[name] * T.state_snapshot_bytes(p, p.layer_types[name], e, S, act)
+                    held += counts[name] * state_snapshot_bytes(p, p.layer_types[name], e, S, act)
                 elif e.kind != "none":
                     held += counts[name] * st.rows() * e.row_elements * act
         steps = {name: tuple(st.step(S) for st in sts) for name, sts in states.items()}
@@ -138,15 +139,15 @@ class FastPeak:
             for st, stp in zip(sts, steps[name]):
                 if st.e.kind not in ("state", "none"):
                     growth += counts[name] * max(0, stp.new_rows - stp.old_rows) * st.e.row_elements * act
-        T._ALL_SUMS = []
+        executor._ALL_SUMS = []
         try:
             _, tiled = tiled_state()
             _call_peak(p, 1, S, off, steps, self.routes, tiled, self.dtype, act, self.nax,
                        self.routes.executor.window_for(S), last=False, kv_before=held, snap_before=0,
                        growth=growth, direct=False)
-            sums = T._ALL_SUMS[0]
+            sums = executor._ALL_SUMS[0]
         finally:
-            T._ALL_SUMS = None
+            executor._ALL_SUMS = None
         pinned = sum(_pinned(p, steps, S, act).values())
         base = held + growth + pinned
         return {pos: int(-(-v // 1)) + base for pos, v in sums.items()}

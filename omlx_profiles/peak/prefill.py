@@ -6,7 +6,7 @@ the peak is
 
     held before the call (cache buffers + conv-state views)     -- exact, replayed with rows.py's rules
   + rows the call adds to every cache (kv_growth)               -- exact, charged for all layers at once
-  + what the call's ops allocate while they run (transient.py)  -- term by term, over the executor window
+  + what the call's ops allocate while they run (peak/ops, peak/layers) -- term by term, over the executor window
 
 and the prompt's peak is the maximum over calls, minus what was held before the prompt (the prefix),
 weights excluded: ``Breakdown.peak_bytes``. ``Breakdown.terms`` splits that number so the parts add up
@@ -22,7 +22,13 @@ from ..registry.profile import CacheEntry, Profile
 from ..kv.replay import STEP, SCHEDULES, ChunkedState, RotatingState, calls_for
 from ..units import format_bytes
 from ..validation import check_count
-from . import transient as T
+from .executor import graph_window_max, window_max
+from .kernels import SdpaCall
+from .layers import embedding_items, layer_items, logits_items
+from .ops.attention import mask_kind, route_for
+from .ops.items import CallContext, EntryStep, Item
+from .ops.recurrent import state_snapshot_bytes, unverified_peak
+from .ops.traits import ARRAY_MASK_FAMILIES
 from .kernels import KernelRoutes, tiled_state
 
 # How many calls of a long prompt are evaluated: the peak call is always among the last ones (the held
@@ -141,14 +147,14 @@ class _EntryState:
             return self.chk.rows
         return self.cap
 
-    def step(self, s: int) -> T.EntryStep:
+    def step(self, s: int) -> EntryStep:
         e = self.e
         if e.kind == "none":
-            return T.EntryStep("none", 0, 0, 0)
+            return EntryStep("none", 0, 0, 0)
         if e.kind == "state":
             had = self.off > 0
             self.off += s
-            return T.EntryStep("state", 1 if had else 0, 1, 0)
+            return EntryStep("state", 1 if had else 0, 1, 0)
         if e.kind == "sliding":
             st = self.rot
             old = st.rows
@@ -158,10 +164,10 @@ class _EntryState:
                     keep_rows = st.rows if (st.idx == st.rows or st.idx < st.offset) else st.idx
                     trim = min(keep_rows, e.window - 1) if keep_rows > e.window - 1 else 0
                 st.call(s)
-                return T.EntryStep("sliding", old, st.rows, st.rows, trim_rows=trim)
+                return EntryStep("sliding", old, st.rows, st.rows, trim_rows=trim)
             st.call(s)
             grown = st.rows - old if st.rows > old else 0
-            return T.EntryStep("sliding", old, st.rows, min(st.offset, st.rows), zero_rows=grown)
+            return EntryStep("sliding", old, st.rows, min(st.offset, st.rows), zero_rows=grown)
         if e.kind == "chunked":
             st = self.chk
             st.trim_front()
@@ -169,7 +175,7 @@ class _EntryState:
             prev = st.offset - st.start
             st.call(s)
             grew = st.rows != old
-            return T.EntryStep("chunked", old, st.rows, prev + s, zero_rows=(st.rows - prev) if grew and old else 0)
+            return EntryStep("chunked", old, st.rows, prev + s, zero_rows=(st.rows - prev) if grew and old else 0)
         # full / latent / indexer: KVCache (step 256)
         old = self.cap
         if self.cap == 0 or self.off + s > self.cap:
@@ -181,7 +187,7 @@ class _EntryState:
         else:
             zero = 0
         self.off += s
-        return T.EntryStep(e.kind, old, self.cap, self.off, zero_rows=zero)
+        return EntryStep(e.kind, old, self.cap, self.off, zero_rows=zero)
 
 
 def _entry_bytes(e: CacheEntry, rows: int, act: int, started: bool) -> int:
@@ -232,7 +238,7 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
     p = profile
     dt, act = _activation_dtype(p, dtype)
     kr = routes or KernelRoutes.for_backend(backend, mlx_version)
-    why = T.unverified_peak(p, kr)
+    why = unverified_peak(p, kr)
     if why:
         raise UnsupportedError(why)
     _, tiled = tiled_state()
@@ -255,7 +261,7 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
             for st in sts:
                 kv += counts[name] * _entry_bytes(st.e, st.rows(), act, st.off > 0)
                 if st.e.kind == "state" and st.off > 0 and q_prev > 1:
-                    snap += counts[name] * T.state_snapshot_bytes(p, types[name], st.e, q_prev, act)
+                    snap += counts[name] * state_snapshot_bytes(p, types[name], st.e, q_prev, act)
         return kv, snap
 
     offset = _fill_prefix(states, prefix_calls)
@@ -353,11 +359,11 @@ def _fill_prefix(states: dict, prefix_calls: list[int]) -> int:
 
 def call_items(profile: Profile, request: Request, call: int, *, backend: str = "cpu",
                mlx_version: str | None = None, dtype: str | None = None,
-               routes: KernelRoutes | None = None) -> list[T.Item]:
+               routes: KernelRoutes | None = None) -> list[Item]:
     """The ops of the prompt's ``call``-th call (0-based, prefix calls not counted) in the order the
     executor runs them: the sequence ``prefill_peak`` slides its window over. Exposed so the model can be
     checked against traces of the real executor (benchmarks/cuda/probe_commits.py records every CUDA graph
-    MLX commits; ``transient.graph_ends`` of these items must land on the same count)."""
+    MLX commits; ``executor.graph_ends`` of these items must land on the same count)."""
     _validate_profile(profile)
     p = profile
     dt, act = _activation_dtype(p, dtype)
@@ -379,11 +385,11 @@ def call_items(profile: Profile, request: Request, call: int, *, backend: str = 
 
 
 def _call_items(p: Profile, s: int, offset: int, steps: dict, kr: KernelRoutes, tiled: dict, dt: str, act: int,
-                nax: bool, *, last: bool, direct: bool) -> tuple[T.CallContext, list[T.Item]]:
-    ctx = T.CallContext(q_len=s, offset=offset, act=act, dtype=dt, routes=kr, tiled=tiled, nax=nax, last=last)
-    per_type: dict[str, list[T.Item]] = {}
-    per_type_cache_only: dict[str, list[T.Item]] = {}
-    items: list[T.Item] = list(T.embedding_items(p, ctx))
+                nax: bool, *, last: bool, direct: bool) -> tuple[CallContext, list[Item]]:
+    ctx = CallContext(q_len=s, offset=offset, act=act, dtype=dt, routes=kr, tiled=tiled, nax=nax, last=last)
+    per_type: dict[str, list[Item]] = {}
+    per_type_cache_only: dict[str, list[Item]] = {}
+    items: list[Item] = list(embedding_items(p, ctx))
     n = len(p.layer_names)
     compute_all = last or direct
     for i, name in enumerate(p.layer_names):
@@ -391,12 +397,12 @@ def _call_items(p: Profile, s: int, offset: int, steps: dict, kr: KernelRoutes, 
         cache_only = (i == n - 1) and not compute_all
         cache = per_type_cache_only if cache_only else per_type
         if name not in cache:
-            cache[name] = T.layer_items(p, lt, steps[name], ctx, cache_only=cache_only)
+            cache[name] = layer_items(p, lt, steps[name], ctx, cache_only=cache_only)
         items.extend(cache[name])
     if compute_all:
-        items.extend(T.logits_items(p, ctx) if last else [])
+        items.extend(logits_items(p, ctx) if last else [])
         if direct:
-            items.append(T.Item("logits", s * (p.vocab_size or 0) * act, 1))
+            items.append(Item("logits", s * (p.vocab_size or 0) * act, 1))
     return ctx, items
 
 
@@ -409,14 +415,14 @@ def _call_peak(p: Profile, ci: int, s: int, offset: int, steps: dict, kr: Kernel
         # how far the host runs ahead: the graph-commit cap (exact, from MLX's source); optionally also how
         # far it got in time on one device (the op window measured per chunk size), the smaller winning
         gc = ex.graph_commit
-        wmax, wterms = T.graph_window_max(items, gc.max_nodes, gc.max_mega_elements,
+        wmax, wterms = graph_window_max(items, gc.max_nodes, gc.max_mega_elements,
                                           gc.max_inflight_graphs + gc.margin_graphs, act)
         if gc.op_window_bound:
-            w2, t2 = T.window_max(items, ex.window_for(s), ex.op_weight, ex.view_weight)
+            w2, t2 = window_max(items, ex.window_for(s), ex.op_weight, ex.view_weight)
             if w2 < wmax:
                 wmax, wterms = w2, t2
     else:
-        wmax, wterms = T.window_max(items, ex.window_for(s), ex.op_weight, ex.view_weight)
+        wmax, wterms = window_max(items, ex.window_for(s), ex.op_weight, ex.view_weight)
     pinned = _pinned(p, steps, s, act)
     routes = _routes_used(p, steps, ctx)
     kv_len = max((st.kv_len for sts in steps.values() for st in sts), default=offset + s)
@@ -436,7 +442,7 @@ def _pinned(p: Profile, steps: dict, s: int, act: int) -> dict[str, int]:
             for e, st in zip(lt.entries, stps):
                 if e.kind not in ("full", "sliding", "chunked", "latent"):
                     continue
-                mk = "bool" if (p.mlx_model_type in T.ARRAY_MASK_FAMILIES or e.kind in ("sliding", "chunked")) else "causal"
+                mk = "bool" if (p.mlx_model_type in ARRAY_MASK_FAMILIES or e.kind in ("sliding", "chunked")) else "causal"
                 if mk == "bool":
                     key = (e.kind, st.kv_len)
                     if key not in seen:
@@ -451,29 +457,29 @@ def _pinned(p: Profile, steps: dict, s: int, act: int) -> dict[str, int]:
     return out
 
 
-def _routes_used(p: Profile, steps: dict, ctx: T.CallContext) -> dict[str, str]:
+def _routes_used(p: Profile, steps: dict, ctx: CallContext) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, stps in steps.items():
         lt = p.layer_types[name]
         e, st = lt.entries[0], stps[0]
         if e.kind in ("full", "sliding", "chunked") and p.num_heads:
             if p.mla is not None and p.mlx_model_type in ("deepseek_v2", "minicpm3", "youtu_llm"):
-                call = T.SdpaCall(p.num_heads, e.n_kv, p.mla.qk_nope_head_dim + p.mla.qk_rope_head_dim,
-                                  p.mla.v_head_dim, ctx.q_len, st.kv_len, T._mask_kind(p, e, st, ctx.q_len), False,
+                call = SdpaCall(p.num_heads, e.n_kv, p.mla.qk_nope_head_dim + p.mla.qk_rope_head_dim,
+                                  p.mla.v_head_dim, ctx.q_len, st.kv_len, mask_kind(p, e, st, ctx.q_len), False,
                                   ctx.dtype, ctx.nax)
             else:
-                call = T.SdpaCall(p.num_heads, e.n_kv, e.k_width, e.v_width, ctx.q_len, st.kv_len,
-                                  T._mask_kind(p, e, st, ctx.q_len), bool(p.attention_sinks), ctx.dtype, ctx.nax)
+                call = SdpaCall(p.num_heads, e.n_kv, e.k_width, e.v_width, ctx.q_len, st.kv_len,
+                                  mask_kind(p, e, st, ctx.q_len), bool(p.attention_sinks), ctx.dtype, ctx.nax)
         elif e.kind == "latent" and p.mla is not None:
             H = p.num_heads or 1
             if ctx.q_len == 1:
-                call = T.SdpaCall(H, 1, p.mla.kv_lora_rank, p.mla.kv_lora_rank, 1, st.kv_len, "none", False, ctx.dtype, ctx.nax)
+                call = SdpaCall(H, 1, p.mla.kv_lora_rank, p.mla.kv_lora_rank, 1, st.kv_len, "none", False, ctx.dtype, ctx.nax)
             else:
-                call = T.SdpaCall(H, H, p.mla.qk_nope_head_dim, p.mla.v_head_dim, ctx.q_len, st.kv_len, "additive",
+                call = SdpaCall(H, H, p.mla.qk_nope_head_dim, p.mla.v_head_dim, ctx.q_len, st.kv_len, "additive",
                                   False, ctx.dtype, ctx.nax)
         else:
             continue
-        r = T.route_for(ctx, call, p.mlx_model_type)
+        r = route_for(ctx, call, p.mlx_model_type)
         out[name] = f"{r.route} ({r.name}; D={call.head_dim}/{call.v_head_dim}, qL={call.q_len}, kL={call.kv_len}, mask={call.mask})"
     return out
 

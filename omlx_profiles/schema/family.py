@@ -334,7 +334,7 @@ class RouteWhen(Strict):
 class Route(Strict):
     """One SDPA routing rule. The first rule whose ``when`` matches decides the kernel.
 
-    Memory of each route (per call, what the estimator charges; see ``omlx_profiles/peak/transient.py``):
+    Memory of each route (per call, what the estimator charges; see ``omlx_profiles/peak/ops/``):
 
     * ``fused``: the kernel writes only its output (n_q * qL * Dv elements); with a bool mask on a
       backend that cannot take one, the mask is first materialized as an additive array.
