@@ -1,6 +1,6 @@
 """The package's layers hold: import-linter's contracts in pyproject.toml ([tool.importlinter]).
 
-* layers: cli | compat > estimate | live > peak > kv > extraction > mlxlm > registry > schema >
+* layers: cli | compat > sharding > estimate | live > peak > kv > extraction > mlxlm > registry > schema >
   units | dtypes | validation > errors; a module imports only from layers below its own (README
   "Architecture");
 * forbidden: nothing outside ``live/`` imports mlx, mlx_lm or transformers directly; matplotlib only in

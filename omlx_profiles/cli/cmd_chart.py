@@ -38,16 +38,23 @@ def register(sub) -> None:
     add_model_args(p, many=True)
     p.add_argument("--max-tokens", type=tokens_arg, default=256 * 1024, metavar="N",
                    help="right end of the context axis (default 256k)")
-    p.add_argument("--budget", type=size_arg, metavar="SIZE", help="memory budget line, e.g. 64GiB")
+    from .sharded import add_shard_args, budgets_arg
+
+    p.add_argument("--budget", type=budgets_arg, metavar="SIZE", help="memory budget line, e.g. 64GiB")
     p.add_argument("-o", "--output", default="mem.png", metavar="PNG", help="output file (default mem.png)")
     p.add_argument("--points", type=int, default=DEFAULT_POINTS, help=argparse.SUPPRESS)
     add_request_args(p)
+    add_shard_args(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from .common import resolve_model
+    from .sharded import chart_series, single_budget, wants_sharding
 
+    sharded = wants_sharding(args)
+    if not sharded:
+        single_budget(args)
     models = list(args.model or [])
     if not models and not args.config:
         raise InputError("give at least one MODEL (or --config PATH)")
@@ -60,9 +67,13 @@ def run(args) -> int:
     if not 8 <= args.points <= 2000:
         raise InputError("--points must be between 8 and 2000")
     out = []
+    if sharded:
+        if len(models) > 1:
+            raise InputError("chart --ranks draws one model (one panel per rank): give a single MODEL")
+        out = chart_series(resolve_model(args, models[0] if models else None), args)
     req = fit_request(args)
-    reserve = reserve_for(args.budget, args.reserve)
-    for q in models or [None]:
+    reserve = reserve_for(args.budget, args.reserve) if not sharded else getattr(args, "reserve_bytes", None)
+    for q in (models or [None]) if not sharded else []:
         res = resolve_model(args, q)
         weights = weights_of(args, res)
         out.append(series_for(res, weights, req, points=args.points, max_tokens=args.max_tokens,
