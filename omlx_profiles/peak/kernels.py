@@ -20,13 +20,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
+
 from ..errors import InputError, ProfileError, UnsupportedError
 from ..registry.paths import kernels_dir
 from ..schema.family import KernelRoutesFile, Route, RouteTable
 from ..registry.yaml_safe import load_yaml_text, read_text
 
 BACKENDS = ("metal", "cuda", "cpu")
-MASKS = ("none", "causal", "bool", "additive")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -34,7 +36,6 @@ MASKS = ("none", "causal", "bool", "additive")
 # --------------------------------------------------------------------------------------------------
 
 _VER = re.compile(r"^\s*(\d+)(?:\.(\d+))?(?:\.(\d+))?")
-_SPEC = re.compile(r"^\s*(==|!=|>=|<=|>|<)\s*(\d+(?:\.\d+){0,2})\s*$")
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
@@ -48,19 +49,16 @@ def parse_version(text: str) -> tuple[int, int, int]:
 
 
 def version_matches(version: tuple[int, int, int], spec: str) -> bool:
-    """PEP 440-style comma-separated clauses (``>=0.32.3,<0.33``); ``*`` matches anything."""
+    """PEP 440 comma-separated clauses (``>=0.32.3,<0.33``, ``packaging``'s ``SpecifierSet``); ``*``
+    matches anything. ``version`` is the release triple of ``parse_version`` (suffixes already dropped,
+    so a dev or local build of 0.32.4 takes 0.32.4's table)."""
     if spec.strip() == "*":
         return True
-    for clause in spec.split(","):
-        m = _SPEC.match(clause)
-        if not m:
-            raise InputError(f"bad version clause {clause!r} in {spec!r}")
-        op, v = m.group(1), parse_version(m.group(2))
-        ok = {"==": version == v, "!=": version != v, ">=": version >= v, "<=": version <= v,
-              ">": version > v, "<": version < v}[op]
-        if not ok:
-            return False
-    return True
+    try:
+        spec_set = SpecifierSet(spec)
+    except InvalidSpecifier:
+        raise InputError(f"bad version clause in {spec!r} (PEP 440 clauses such as '>=0.32.3,<0.33')") from None
+    return spec_set.contains(Version(".".join(map(str, version))), prereleases=True)
 
 
 # --------------------------------------------------------------------------------------------------
