@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..dtypes import normalize_dtype
 from ..errors import InputError, UnsupportedError
 from .common import add_model_args, positive_int_arg, resolve_model
 
@@ -111,7 +112,7 @@ def run(args) -> int:
     info = backend_info()
     backend = info["backend"] if info["backend"] in ("cpu", "cuda", "metal") else "cpu"
     model = build_model(cfg, args.dtype)
-    dt = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(model.omlx_build_info.dtype, args.dtype)
+    dt = normalize_dtype(model.omlx_build_info.dtype) or args.dtype
     prof = profile_for_config(cfg, dt)
     for n in args.tokens:
         if not 0 <= args.cached < n:

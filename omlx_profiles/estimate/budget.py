@@ -39,10 +39,14 @@ def default_reserve(budget: int) -> int:
     return min(budget, RESERVE_FIXED + budget * RESERVE_FRACTION_PERCENT // 100)
 
 
+def resolve_reserve(budget: int, reserve: int | None = None) -> int:
+    """``reserve`` as given (a non-negative count), else the default for ``budget``."""
+    return default_reserve(budget) if reserve is None else check_count("reserve", reserve, minimum=0)
+
+
 def usable(budget: int, reserve: int | None = None) -> int:
     """Bytes a request's total may reach: the budget less the reserve (the default when ``None``)."""
-    r = default_reserve(budget) if reserve is None else check_count("reserve", reserve, minimum=0)
-    return max(0, budget - r)
+    return max(0, budget - resolve_reserve(budget, reserve))
 
 
 def reserve_for(budget: int | None, reserve: int | None = None) -> int | None:
@@ -50,7 +54,7 @@ def reserve_for(budget: int | None, reserve: int | None = None) -> int | None:
     without a budget. A reserve larger than the budget is an input error (nothing would be usable)."""
     if budget is None:
         return None
-    r = reserve if reserve is not None else default_reserve(budget)
+    r = resolve_reserve(budget, reserve)
     if r > budget:
         raise InputError(f"--reserve {r} bytes is larger than the budget ({budget} bytes)")
     return r

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..dtypes import normalize_dtype
 from ..errors import InputError
 from ..registry.paths import builtin_profiles_dir
 from ..registry.profile import Profile
@@ -124,11 +125,8 @@ def calibration_files(backend: str | None = None) -> list[Path]:
     return out
 
 
-_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
-
-
 def _norm_dtype(d) -> str | None:
-    return _DTYPES.get(str(d).removeprefix("mlx.core."), None) if d else None
+    return normalize_dtype(str(d)) if d else None
 
 
 def profile_for_config(config: dict, dtype: str | None = None) -> Profile:
@@ -138,7 +136,7 @@ def profile_for_config(config: dict, dtype: str | None = None) -> Profile:
     from ..extraction.from_config import profile_from_config
     from ..schema.family import MLA
 
-    dt = _DTYPES.get(str(dtype).removeprefix("mlx.core."), None) if dtype else None
+    dt = _norm_dtype(dtype)
     p = profile_from_config(config, dtype=dt)
     t = config.get("text_config", config) if isinstance(config.get("text_config"), dict) else config
     if p.mla is None and t.get("kv_lora_rank") and t.get("qk_rope_head_dim"):

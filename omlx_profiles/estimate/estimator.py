@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from ..errors import InputError
 from ..kv.bytes import KVQuant, KVReport, kv_report
+from ..kv.replay import STEP  # mlx-lm KVCache allocation step: max_tokens searches on it first
 from ..peak.prefill import Breakdown, Request, Verdict, prefill_peak
 from ..peak.kernels import KernelRoutes
 from ..registry.profile import Profile
 from ..units import format_bytes
 from ..validation import check_count
-
-STEP = 256  # mlx-lm KVCache allocation step: max_tokens searches on it first
+from .budget import resolve_reserve
 
 
 class Estimator:
@@ -55,7 +55,7 @@ class Estimator:
         ``weights_bytes`` 0 (the default) checks the prefill alone against the budget."""
         check_count("budget", budget, minimum=0)
         check_count("weights_bytes", weights_bytes, minimum=0)
-        res = _reserve(budget, reserve)
+        res = resolve_reserve(budget, reserve)
         bd = self.prefill_peak(request, backend, mlx_version, dtype=dtype, nax=nax)
         total = weights_bytes + bd.held_before_bytes + bd.peak_bytes
         usable = max(0, budget - res)
@@ -85,7 +85,7 @@ class Estimator:
         check_count("weights_bytes", weights_bytes, minimum=0)
         check_count("cached", cached, minimum=0)
         check_count("chunk", chunk, minimum=1)
-        usable = max(0, budget - _reserve(budget, reserve))
+        usable = max(0, budget - resolve_reserve(budget, reserve))
         kr = KernelRoutes.for_backend(backend, mlx_version)
         hi_cap = limit or self.profile.max_context or 2**22
 
@@ -116,16 +116,6 @@ class Estimator:
             else:
                 b = mid - 1
         return a
-
-
-def _reserve(budget: int, reserve: int | None) -> int:
-    if reserve is not None:
-        return check_count("reserve", reserve, minimum=0)
-    try:
-        from .budget import default_reserve
-    except ImportError:  # pragma: no cover - budget.py ships with the UX work
-        return 0
-    return default_reserve(budget)
 
 
 __all__ = ["Estimator", "Request", "Breakdown", "Verdict", "InputError"]

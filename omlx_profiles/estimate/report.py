@@ -109,9 +109,9 @@ def peak_section(res: Resolution, opts: EstimateOptions) -> dict:
     out["total_bytes"] = total
     out["budget_bytes"] = opts.budget
     if opts.budget is not None:
-        from .estimator import _reserve
+        from .budget import resolve_reserve
 
-        reserve = _reserve(opts.budget, opts.reserve)
+        reserve = resolve_reserve(opts.budget, opts.reserve)
         usable = max(0, opts.budget - reserve)
         out["reserve_bytes"] = reserve
         out["usable_bytes"] = usable
@@ -126,13 +126,11 @@ def peak_section(res: Resolution, opts: EstimateOptions) -> dict:
 
 
 def _weights(res: Resolution, opts: EstimateOptions) -> int | None:
-    """Weights bytes from the caller's ``WeightsInfo``, else ``omlx_profiles.estimate.weights`` (optional)."""
+    """Weights bytes from the caller's ``WeightsInfo``, else ``omlx_profiles.estimate.weights``."""
     w = opts.weights
     if w is None:
-        try:
-            from .weights import estimate_weights
-        except ImportError:
-            return None
+        from .weights import estimate_weights
+
         try:
             w = estimate_weights(res, bits=opts.weights_bits)
         except Exception:  # weights are an optional term: an unreadable checkpoint leaves it unknown

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ..dtypes import short_dtype
 from ..errors import UnsupportedError
 from ..mlxlm.fold import build_layers
 from ..registry.profile import Profile
@@ -67,7 +68,7 @@ def profile_from_layout(layout: list[dict], *, dtype: str, name: str = "live-mod
                      ["conv"] + ["ssm"] if len(arrays) == 2 else
                      [f"conv{j}" for j in range(len(arrays) - 1)] + ["ssm"])
             for nm, t in zip(names, arrays):
-                dt = dtype_name(t["dtype"])
+                dt = short_dtype(t["dtype"])
                 tensors.append({"name": nm, "shape": list(t["shape"][1:]) or [1],
                                 "dtype": "model" if dt == act else dt})
             if not tensors:
@@ -116,8 +117,14 @@ def profile_from_layout(layout: list[dict], *, dtype: str, name: str = "live-mod
     return dataclasses.replace(p, provenance=prov)
 
 
-def dtype_name(mx_dtype: str) -> str:
-    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(mx_dtype, mx_dtype)
+def layout_dtype(layout: list[dict]) -> str | None:
+    """The activation dtype of a probed model: the dtype of the first cache entry holding keys."""
+    for e in layout:
+        for x in [e] + list(e.get("children", [])):
+            k = x.get("keys")
+            if k:
+                return short_dtype(k["dtype"])
+    return None
 
 
-__all__ = ["args_dict", "dtype_name", "profile_from_layout"]
+__all__ = ["args_dict", "layout_dtype", "profile_from_layout"]

@@ -100,17 +100,18 @@ def compare_profiles(a: Profile, b: Profile) -> list[tuple[str, Any, Any]]:
             for k in sorted(set(fx) | set(fy)):
                 if fx.get(k) != fy.get(k):
                     sub = f"[{j}]" if len(ea) > 1 else ""
-                    groups.setdefault((f"layers{sub}.{k}", _hashable(fx.get(k)), _hashable(fy.get(k))), []).append(i)
+                    groups.setdefault((f"layers{sub}.{k}", hashable(fx.get(k)), hashable(fy.get(k))), []).append(i)
     for (f, va, vb), layers in groups.items():
-        out.append((f"{f} (layers {_ranges(layers)})", va, vb))
+        out.append((f"{f} (layers {ranges(layers)})", va, vb))
     return out
 
 
-def _hashable(v):
+def hashable(v):
     return tuple(v) if isinstance(v, list) else v
 
 
-def _ranges(xs: list[int]) -> str:
+def ranges(xs: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``'0-2,5'`` (sorted input)."""
     out, start, prev = [], None, None
     for x in xs:
         if start is None:

@@ -10,7 +10,8 @@ from typing import Any
 
 from ..errors import InputError, UnsupportedError
 from ..extraction.from_config import DEFAULT_ASSUMED_DTYPE, profile_from_config
-from ..extraction.from_probe import args_dict, dtype_name, profile_from_layout
+from ..dtypes import short_dtype
+from ..extraction.from_probe import args_dict, layout_dtype, profile_from_layout
 from ..registry.profile import Profile
 
 
@@ -30,7 +31,7 @@ def profile_from_model(model: Any, *, layout: list[dict] | None = None) -> Profi
         from .probe import probe_layout
 
         layout = probe_layout(model, evaluate=False)
-    act = _layout_dtype(layout) or _param_dtype(model) or DEFAULT_ASSUMED_DTYPE
+    act = layout_dtype(layout) or _param_dtype(model) or DEFAULT_ASSUMED_DTYPE
     mt = (args or {}).get("model_type") or getattr(model, "model_type", None) or "unknown"
     problems: list[str] = []
     candidates = []
@@ -62,21 +63,12 @@ def profile_from_model(model: Any, *, layout: list[dict] | None = None) -> Profi
     return prof
 
 
-def _layout_dtype(layout: list[dict]) -> str | None:
-    for e in layout:
-        for x in [e] + list(e.get("children", [])):
-            k = x.get("keys")
-            if k:
-                return dtype_name(k["dtype"])
-    return None
-
-
 def _param_dtype(model: Any) -> str | None:
     try:
         from mlx.utils import tree_flatten
 
         for _, p in tree_flatten(model.parameters()):
-            n = dtype_name(str(p.dtype).removeprefix("mlx.core."))
+            n = short_dtype(str(p.dtype))
             if n in ("bf16", "fp16", "fp32"):
                 return n
     except Exception:  # noqa: BLE001 - best effort: the caller falls back to the default

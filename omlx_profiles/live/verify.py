@@ -20,12 +20,14 @@ from math import prod
 from pathlib import Path
 from typing import Any
 
+from ..dtypes import short_dtype
 from ..errors import OmlxProfilesError, UnsupportedError
+from ..extraction.from_probe import layout_dtype
+from ..extraction.match import hashable, ranges
 from ..registry.profile import CacheEntry, Profile
 
 _CLASS_OF = {"full": "KVCache", "latent": "KVCache", "indexer": "KVCache", "sliding": "RotatingKVCache",
              "chunked": "ChunkedKVCache", "state": "ArraysCache"}
-_DT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 class VerificationError(OmlxProfilesError):
@@ -157,7 +159,7 @@ def compare_layout(profile: Profile, layout: list[dict], *, act_dtype: str | Non
     details: dict[tuple, tuple[Any, Any, str]] = {}
 
     def add(path: tuple, pv, lv, idx: int, detail: str = "") -> None:
-        key = (".".join(str(p) for p in path), _hashable(pv), _hashable(lv), where(path))
+        key = (".".join(str(p) for p in path), hashable(pv), hashable(lv), where(path))
         groups.setdefault(key, []).append(idx)
         details.setdefault(key, (pv, lv, detail))
 
@@ -209,7 +211,7 @@ def compare_layout(profile: Profile, layout: list[dict], *, act_dtype: str | Non
             if e.kind == "chunked" and lv.get("chunk_size") != e.chunk:
                 add(("layers", "kinds", kname) + sub + ("chunk",), e.chunk, lv.get("chunk_size"), idx,
                     "ChunkedKVCache.chunk_size")
-            dtype_seen = dtype_seen or _DT.get(k["dtype"], k["dtype"])
+            dtype_seen = dtype_seen or short_dtype(k["dtype"])
     if check_dtype and dtype_seen and dtype_seen != profile.dtype:
         add(("dtype",), profile.dtype, dtype_seen, -1, "dtype of the cached keys (the activation dtype)")
     out = []
@@ -236,7 +238,7 @@ def _compare_state(profile, kname, j, sub, e: CacheEntry, lv: dict, act: str, id
             add(base + (t_i, "shape"), want_shape, shape, idx, f"ArraysCache[{t_i}] of {t.name}")
         elif want_shape is None and prod(shape) != t.elements:
             add(base + (t_i, "shape"), f"{t.elements} elements", shape, idx, f"ArraysCache[{t_i}] of {t.name}")
-        live_dt = _DT.get(a["dtype"], a["dtype"])
+        live_dt = short_dtype(a["dtype"])
         want_dt = act if t.dtype == "model" else t.dtype
         if live_dt != want_dt:
             add(base + (t_i, "dtype"), t.dtype, live_dt if live_dt != act else f"{live_dt} (= the model dtype)",
@@ -250,14 +252,8 @@ def _shape(a: dict) -> tuple:
     return tuple(s)
 
 
-def _hashable(v):
-    return tuple(v) if isinstance(v, list) else v
-
-
 def _ranges(xs: list[int]) -> str:
-    from ..extraction.match import _ranges as r
-
-    return r(sorted(set(xs)))
+    return ranges(sorted(set(xs)))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -318,20 +314,11 @@ def verify_profile(profile: Profile, model: Any = None, *, config: dict | str | 
         except (ValueError, TypeError, KeyError, AttributeError, ImportError) as e:
             raise UnsupportedError(f"unsupported: mlx-lm cannot build this config ({type(e).__name__}: {e})") from None
     layout = probe_model(model)
-    act = _layout_dtype(layout)
+    act = layout_dtype(layout)
     dis = compare_layout(profile, layout, act_dtype=act, registry=registry, check_dtype=not built)
     if strict and dis:
         raise VerificationError(dis)
     return dis
-
-
-def _layout_dtype(layout: list[dict]) -> str | None:
-    for e in layout:
-        for x in [e] + list(e.get("children", [])):
-            k = x.get("keys")
-            if k:
-                return _DT.get(k["dtype"], k["dtype"])
-    return None
 
 
 __all__ = ["Disagreement", "VerificationError", "compare_layout", "expected_entries", "live_config_for",

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..dtypes import normalize_dtype
 from ..errors import InputError, UnsupportedError
+from ..schema.family import MAX_LAYERS
 from .facts import ARCHITECTURE_REMAPPING, MLX_LM_VERSION, MODEL_REMAPPING, SPECS, WRAPPER_KEYS, ArgsSpec
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
@@ -99,7 +100,6 @@ def _nonfinite_paths(obj: Any, prefix: str = "", out: list | None = None, depth:
 
 
 MAX_SHOWN = 60
-MAX_LAYERS = 4096  # = loader.MAX_LAYERS: real models have at most a few hundred layers
 
 
 def shown(v: Any, limit: int = MAX_SHOWN) -> str:

@@ -19,13 +19,13 @@ from functools import lru_cache
 
 from ..dtypes import DTYPE_BYTES
 from ..kv.bytes import kv_report
+from ..kv.replay import STEP
 from ..registry.profile import Profile
 from . import executor
 from .ops.recurrent import state_snapshot_bytes
 from .prefill import Request, _call_peak, _EntryState, _pinned, prefill_peak
 from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 
-STEP = 256
 
 
 @dataclass(frozen=True)

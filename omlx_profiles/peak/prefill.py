@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from ..dtypes import DTYPE_BYTES
 from ..errors import InputError, UnsupportedError
 from ..registry.profile import CacheEntry, Profile
-from ..kv.replay import STEP, SCHEDULES, ChunkedState, RotatingState, calls_for
+from ..kv.replay import MAX_CALLS, SCHEDULES, STEP, ChunkedState, RotatingState, calls_for
 from ..units import format_bytes
 from ..validation import check_count
 from .executor import graph_window_max, window_max
@@ -35,7 +35,6 @@ from .kernels import KernelRoutes, tiled_state
 # cache and every kL-dependent term only grow), plus the first (nothing held yet, but the longest chunk).
 _TAIL_CALLS = 3
 SMALL_ARRAYS = 64 * 1024
-MAX_CALLS = 1 << 20  # a replay longer than this is not a real prompt (16M tokens at chunk 16)
 
 
 @dataclass(frozen=True)

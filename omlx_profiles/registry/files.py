@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from ..errors import Issue, ProfileError
 from .profile import Profile
-from ..schema.family import INHERITED_FIELDS, CompleteVariant, ProfileFile, VariantEntry
+from ..schema.family import INHERITED_FIELDS, MAX_LAYERS, CompleteVariant, ProfileFile, VariantEntry
 from .yaml_safe import line_for, line_index, load_yaml_text, read_text
 
 
@@ -79,7 +79,6 @@ _KIND_TAGS = {"full", "sliding", "chunked", "latent", "indexer", "state", "none"
 
 
 MAX_ISSUES_PER_FILE = 50  # a file with more problems than this is not worth listing line by line
-MAX_LAYERS = 4096  # real models have at most a few hundred; Profile and every estimate loop over layers
 MAX_SHOWN_INPUT = 80  # characters of an offending value quoted in a message
 
 
