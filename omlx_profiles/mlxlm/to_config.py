@@ -317,10 +317,6 @@ def _only(profile: Profile, roles: list[str], allowed: set[str]) -> None:
         raise SynthError(f"{profile.name}: mlx-lm's {profile.mlx_model_type} has no layer of kind {bad} (it builds {sorted(allowed)})")
 
 
-def _layer_types(roles: list[str], names: dict[str, str]) -> list[str]:
-    return [names[r] for r in roles]
-
-
 def _sliding_keys(profile: Profile, roles: list[str], cfg: dict) -> None:
     """HF's spelling of a sliding layout. Families that ignore it build full caches - the live check then fails."""
     if "sliding" in roles:

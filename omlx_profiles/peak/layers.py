@@ -14,7 +14,7 @@ from .ops.traits import SANDWICH_NORM_FAMILIES
 def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: CallContext, *, cache_only: bool) -> list[Item]:
     """The items of one layer of this type during the call (``cache_only``: the chunk's last layer)."""
     kinds = [e.kind for e in lt.entries]
-    moe = p.moe is not None and not _dense_layer(p, lt)
+    moe = p.moe is not None
     if kinds == ["none"]:
         if cache_only:
             return []
@@ -37,10 +37,6 @@ def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: Ca
     if cache_only or p.mlx_model_type == "nemotron_h":
         return items  # nemotron_h: attention/mamba/MLP are separate layers ('none' = MLP-only)
     return items + mlp_items(p, ctx, moe=moe)
-
-
-def _dense_layer(p: Profile, lt: LayerType) -> bool:
-    return False
 
 
 def embedding_items(p: Profile, ctx: CallContext) -> list[Item]:

@@ -134,17 +134,11 @@ class Registry:
             return f"'{q}' is a model_type, not a checkpoint; variants: {', '.join(sorted(names))}"
         return ""
 
-    def ids(self) -> list[str]:
-        return sorted({orig for (_, _, orig) in self._index.values()})
-
     def __len__(self) -> int:
         return len(self.profiles)
 
     def __iter__(self):
         return iter(self.profiles.values())
-
-    def record(self, name: str) -> VariantRecord:
-        return self.records[name]
 
 
 def strip_quant_suffixes(q: str) -> tuple[int | None, str]:

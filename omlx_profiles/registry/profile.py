@@ -5,7 +5,6 @@
 """
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any
@@ -98,16 +97,6 @@ class Profile:
     provenance: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     # ------------------------------------------------------------------------------------------
-    @property
-    def groups(self) -> list[tuple[LayerType, int]]:
-        """Distinct layer types with their counts: the estimator's per-request loop is over these."""
-        counts = Counter(self.layer_names)
-        return [(self.layer_types[n], c) for n, c in counts.items()]
-
-    @property
-    def act_bytes(self) -> int:
-        return DTYPE_BYTES[self.dtype]
-
     @classmethod
     def from_variant(cls, v: CompleteVariant, *, name: str, family: str, ids=(), aliases=(), source="") -> "Profile":
         seq = v.layers.sequence()

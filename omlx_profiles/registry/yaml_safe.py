@@ -223,11 +223,6 @@ class _Builder:
             self.fail(node, f"{node.value!r} is not a number", True)
 
 
-def _check_graph(root, filename: str) -> None:
-    """Refuse aliases, deep nesting, huge node counts and bad keys (without keeping the values)."""
-    _Builder(filename).build(root)
-
-
 def read_text(path: Path) -> str:
     """Read a UTF-8 text file with a size bound; errors name the file."""
     try:
@@ -290,10 +285,6 @@ def load_yaml_text(text: str, filename: str) -> Any:
 def _short(s: str, n: int = 200) -> str:
     s = " ".join(s.split())
     return s if len(s) <= n else s[: n - 3] + "..."
-
-
-def load_yaml_file(path: Path) -> Any:
-    return load_yaml_text(read_text(path), str(path))
 
 
 def line_index(text: str) -> dict[tuple, int]:

@@ -417,8 +417,6 @@ class Executor(Strict):
     graph_commit: GraphCommit | None = Field(
         None, description="CUDA: the live set is bounded by graph commits (inflight_ops is then only used when "
                           "graph_commit.op_window_bound is set)")
-    kv_copy_all_layers: bool = Field(
-        False, description="the old KV buffer of every growing layer is still held at the peak (else: only the in-flight layers')")
     source: str = Field(min_length=1, description="how the number was derived or measured")
 
     def window_for(self, q_len: int) -> int:
