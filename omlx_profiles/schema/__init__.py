@@ -1,1 +1,8 @@
-"""What a data file may say: Pydantic models only, no I/O (layer 1)."""
+"""What a data file may say (layer 1): Pydantic models only, no I/O. The committed JSON Schemas in
+``schema/`` are generated from them (``export``; a test forbids drift).
+
+* ``family``   - a family file (``profiles/<family>.yaml``): variants, layer kinds, MLA / MoE / weights;
+  and the kernel-route tables (``profiles/kernels/*.yaml``);
+* ``sharding`` - the mlx-lm sharding plan (``profiles/mlx_lm/sharding.yaml``);
+* ``export``   - writes / checks ``schema/*.json``.
+"""
