@@ -25,7 +25,7 @@ from packaging.version import Version
 
 from ..errors import InputError, ProfileError, UnsupportedError
 from ..registry.paths import kernels_dir
-from ..schema.family import KernelRoutesFile, Route, RouteTable
+from ..schema.kernels import KernelRoutesFile, Route, RouteTable
 from ..registry.yaml_safe import load_yaml_text, read_text
 
 BACKENDS = ("metal", "cuda", "cpu")

@@ -21,7 +21,7 @@ from ..errors import Issue, ProfileError
 from .files import MAX_ISSUES_PER_FILE, LoadedFile, load_file, pydantic_issues
 from .paths import builtin_profiles_dir, schema_dir
 from .index import build_registry, profile_files
-from ..schema.family import KernelRoutesFile
+from ..schema.kernels import KernelRoutesFile
 from .yaml_safe import line_for, line_index, load_yaml_text, read_text
 
 

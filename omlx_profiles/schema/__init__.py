@@ -2,7 +2,7 @@
 ``schema/`` are generated from them (``export``; a test forbids drift).
 
 * ``family``   - a family file (``profiles/<family>.yaml``): variants, layer kinds, MLA / MoE / weights;
-  and the kernel-route tables (``profiles/kernels/*.yaml``);
+* ``kernels``  - a kernel-route table (``profiles/kernels/<backend>.yaml``);
 * ``sharding`` - the mlx-lm sharding plan (``profiles/mlx_lm/sharding.yaml``);
 * ``export``   - writes / checks ``schema/*.json``.
 """

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .family import KernelRoutesFile, ProfileFile
+from .family import ProfileFile
+from .kernels import KernelRoutesFile
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
