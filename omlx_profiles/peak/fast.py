@@ -23,7 +23,8 @@ from ..kv.replay import STEP
 from ..registry.profile import Profile
 from . import executor
 from .ops.recurrent import state_snapshot_bytes
-from .prefill import Request, _call_peak, _EntryState, _pinned, prefill_peak
+from .prefill import Request, _call_peak, _pinned, prefill_peak
+from .replay import EntryState
 from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 
 
@@ -113,7 +114,7 @@ class FastPeak:
         S = chunk
         off = kl - S
         # replay a generate-style history up to ``off`` so held/old rows are exact for this offset
-        states = {name: [_EntryState(e) for e in lt.entries] for name, lt in p.layer_types.items()}
+        states = {name: [EntryState(e) for e in lt.entries] for name, lt in p.layer_types.items()}
         counts: dict[str, int] = {}
         for n in p.layer_names:
             counts[n] = counts.get(n, 0) + 1
