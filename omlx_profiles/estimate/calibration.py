@@ -20,12 +20,12 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..dtypes import normalize_dtype
-from ..errors import InputError
+from ..errors import InputError, ProfileError
 from ..registry.paths import builtin_profiles_dir
 from ..registry.profile import Profile
+from ..schema.calibration import CalibrationFile as CalibrationFileModel
 from ..registry.yaml_safe import load_yaml_text, read_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,52 +67,38 @@ def calibration_dir() -> Path:
     return builtin_profiles_dir() / "calibration"
 
 
-def _int(d: dict, key: str, where: str, default: Any = ...) -> int:
-    v = d.get(key, default)
-    if v is ...:
-        raise InputError(f"{where}: missing {key!r}")
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise InputError(f"{where}: {key!r} must be a non-negative integer, got {v!r}")
-    return v
-
-
 def load_calibration(path: Path | str) -> CalibrationFile:
+    """One calibration file, validated by ``schema.calibration`` (errors name the file, line and key)."""
+    from pydantic import ValidationError
+
+    from ..registry.files import pydantic_issues
+    from ..registry.yaml_safe import line_for, line_index
+
     path = Path(path)
-    data = load_yaml_text(read_text(path), str(path))
+    text = read_text(path)
+    data = load_yaml_text(text, str(path))
     if not isinstance(data, dict) or "points" not in data:
         raise InputError(f"{path}: not a calibration file (needs 'backend' and 'points')")
-    backend = data.get("backend")
-    if backend not in ("metal", "cuda", "cpu"):
-        raise InputError(f"{path}: backend must be metal, cuda or cpu, got {backend!r}")
-    pts = []
-    for i, p in enumerate(data["points"] or []):
-        where = f"{path}: points[{i}]"
-        if not isinstance(p, dict):
-            raise InputError(f"{where}: must be a mapping")
-        peaks = p.get("peak_over_baseline", [])
-        if isinstance(peaks, int):
-            peaks = [peaks]
-        if not isinstance(peaks, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in peaks):
-            raise InputError(f"{where}: peak_over_baseline must be a list of integers")
-        total = p.get("peak_total_bytes")
-        if not peaks and total is None:
-            raise InputError(f"{where}: needs peak_over_baseline or peak_total_bytes")
-        pts.append(CalibrationPoint(
-            model=str(p.get("model", f"point-{i}")),
-            tokens=_int(p, "tokens", where),
-            chunk=_int(p, "prefill_step_size", where, 2048),
-            cached=_int(p, "cached_tokens", where, 0),
-            peaks=tuple(peaks),
-            peak_total=total,
-            kv_bytes=p.get("kv_bytes"),
-            config=p.get("config_inline"),
-            config_path=p.get("config"),
-            profile_id=p.get("profile"),
-            dtype=_norm_dtype(p.get("dtype", data.get("dtype"))),
-            raw=p,
-        ))
-    return CalibrationFile(str(path), backend, str(data.get("device", "")), str(data.get("mlx", "")),
-                           _norm_dtype(data.get("dtype")), data.get("source"), tuple(pts))
+    try:
+        f = CalibrationFileModel.model_validate(data)
+    except ValidationError as e:
+        idx = line_index(text)
+        raise ProfileError(pydantic_issues(e, str(path), lambda at: line_for(idx, at), data)) from None
+    pts = tuple(CalibrationPoint(
+        model=p.model if p.model is not None else f"point-{i}",
+        tokens=p.tokens,
+        chunk=p.prefill_step_size,
+        cached=p.cached_tokens,
+        peaks=tuple(p.peak_over_baseline),
+        peak_total=p.peak_total_bytes,
+        kv_bytes=p.kv_bytes,
+        config=p.config_inline,
+        config_path=p.config,
+        profile_id=p.profile,
+        dtype=_norm_dtype(p.dtype if p.dtype is not None else f.dtype),
+        raw=data["points"][i],
+    ) for i, p in enumerate(f.points))
+    return CalibrationFile(str(path), f.backend, f.device, f.mlx, _norm_dtype(f.dtype), f.source, pts)
 
 
 def calibration_files(backend: str | None = None) -> list[Path]:
