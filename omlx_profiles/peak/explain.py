@@ -2,7 +2,8 @@
 kind took (``Breakdown.explanation``, printed by ``estimate``)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Any
 
 from ..registry.profile import Profile
 from ..units import format_bytes
@@ -10,8 +11,25 @@ from .kernels import KernelRoutes, SdpaCall
 from .ops.attention import mask_kind, route_for
 from .ops.items import CallContext
 
-if TYPE_CHECKING:  # annotations only: prefill imports this module
-    from .prefill import Request, _CallPeak
+
+@dataclass(frozen=True)
+class CallPeak:
+    """The peak of one call, term by term (what ``explain`` describes; ``prefill`` finds the highest)."""
+
+    index: int
+    q_len: int
+    kv_len: int
+    held_before: int
+    growth: int
+    snapshot: int
+    pinned: dict[str, int]
+    window: int
+    window_terms: dict[str, int]
+    routes: dict[str, str]
+
+    @property
+    def total(self) -> int:
+        return self.held_before + self.growth + self.snapshot + sum(self.pinned.values()) + self.window
 
 
 def routes_used(p: Profile, steps: dict, ctx: CallContext) -> dict[str, str]:
@@ -41,7 +59,7 @@ def routes_used(p: Profile, steps: dict, ctx: CallContext) -> dict[str, str]:
     return out
 
 
-def explain(p: Profile, req: Request, kr: KernelRoutes, best: _CallPeak, peak: int, resident_after: int,
+def explain(p: Profile, req: Any, kr: KernelRoutes, best: CallPeak, peak: int, resident_after: int,
              held_start: int, window: int, n_calls: int) -> tuple[str, ...]:
     lines = [
         f"{p.name} on {kr.backend} (kernel table for MLX {kr.mlx_version}), {req.new_tokens} new tokens"

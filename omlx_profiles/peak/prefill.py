@@ -22,7 +22,7 @@ from ..kv.replay import MAX_CALLS, SCHEDULES
 from ..registry.profile import Profile
 from ..validation import check_count
 from .executor import graph_window_max, window_max
-from .explain import explain, routes_used
+from .explain import CallPeak, explain, routes_used
 from .kernels import KernelRoutes, tiled_state
 from .layers import embedding_items, layer_items, logits_items
 from .ops.items import CallContext, Item
@@ -128,24 +128,6 @@ class Verdict:
 # --------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _CallPeak:
-    index: int
-    q_len: int
-    kv_len: int
-    held_before: int
-    growth: int
-    snapshot: int
-    pinned: dict[str, int]
-    window: int
-    window_terms: dict[str, int]
-    routes: dict[str, str]
-
-    @property
-    def total(self) -> int:
-        return self.held_before + self.growth + self.snapshot + sum(self.pinned.values()) + self.window
-
-
 def _validate_profile(p: Profile) -> None:
     if not p.hidden_size:
         raise UnsupportedError(f"unsupported: {p.name} has no hidden_size, so its activations are unknown")
@@ -196,7 +178,7 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
     n_calls = len(calls)
     wanted = set(range(n_calls)) if all_calls or n_calls <= _TAIL_CALLS + 1 else \
         {0, *range(n_calls - _TAIL_CALLS, n_calls)}
-    best: _CallPeak | None = None
+    best: CallPeak | None = None
     q_prev = 0
     for ci, s in enumerate(calls):
         kv_before, snap_before = held(True, q_prev)
@@ -315,7 +297,7 @@ def _call_items(p: Profile, s: int, offset: int, steps: dict, kr: KernelRoutes, 
 
 def _call_peak(p: Profile, ci: int, s: int, offset: int, steps: dict, kr: KernelRoutes, tiled: dict, dt: str,
                act: int, nax: bool, window: int, *, last: bool, kv_before: int, snap_before: int, growth: int,
-               direct: bool) -> _CallPeak:
+               direct: bool) -> CallPeak:
     ctx, items = _call_items(p, s, offset, steps, kr, tiled, dt, act, nax, last=last, direct=direct)
     ex = kr.executor
     if ex.graph_commit is not None:
@@ -333,7 +315,7 @@ def _call_peak(p: Profile, ci: int, s: int, offset: int, steps: dict, kr: Kernel
     pinned = _pinned(p, steps, s, act)
     routes = routes_used(p, steps, ctx)
     kv_len = max((st.kv_len for sts in steps.values() for st in sts), default=offset + s)
-    return _CallPeak(ci, s, kv_len, kv_before, growth, snap_before, pinned, wmax, wterms, routes)
+    return CallPeak(ci, s, kv_len, kv_before, growth, snap_before, pinned, wmax, wterms, routes)
 
 
 def _pinned(p: Profile, steps: dict, s: int, act: int) -> dict[str, int]:
