@@ -1,10 +1,11 @@
 """The package's layers hold: import-linter's contracts in pyproject.toml ([tool.importlinter]).
 
-* layers: cli | compat > sharding > estimate | live > peak > kv > extraction > mlxlm > registry > schema >
-  units | dtypes | validation > errors; a module imports only from layers below its own (README
-  "Architecture");
-* forbidden: nothing outside ``live/`` imports mlx, mlx_lm or transformers directly; matplotlib only in
-  the chart command (lazily); the two documented exceptions are listed in ``ignore_imports``;
+* layers: cli | compat > sharding | hub > estimate | live > peak > kv > extraction > mlxlm > registry >
+  schema > units | dtypes | validation | files | outputs | quantization | versions > errors; a module
+  imports only from layers below its own (README "Architecture");
+* forbidden: nothing outside ``live/`` imports mlx, mlx_lm, matplotlib or transformers directly; the
+  documented exceptions (chart's matplotlib, calibrate's and the oMLX facade's lazy mlx) are listed in
+  ``ignore_imports``;
 * independence: no CLI command module imports another (shared flags in ``cli/common.py``, arithmetic in
   ``estimate/``).
 

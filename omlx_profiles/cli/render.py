@@ -253,7 +253,9 @@ def render_estimate(est: dict) -> str:
     out.append("")
     out.append(table(estimate_rows(est), ["component", "size", "bytes", "share"], "lrrr"))
     w = est.get("weights")
-    notes = []
+    # how the model was resolved comes first: a local directory overriding a registry name, a config
+    # disagreeing with the variant it answers to (files on disk win, and the user is told)
+    notes = [f"note: {n}" for n in (est.get("resolution") or {}).get("notes", [])]
     if isinstance(w, dict):
         notes.append("weights: " + weights_note(w))
     if est.get("peak_unknown"):

@@ -20,13 +20,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import Version
-
 from ..errors import InputError, ProfileError, UnsupportedError
 from ..registry.paths import kernels_dir
-from ..schema.kernels import KernelRoutesFile, Route, RouteTable
 from ..registry.yaml_safe import load_yaml_text, read_text
+from ..schema.kernels import KernelRoutesFile, Route, RouteTable
+from ..versions import in_range
 
 BACKENDS = ("metal", "cuda", "cpu")
 
@@ -49,16 +47,12 @@ def parse_version(text: str) -> tuple[int, int, int]:
 
 
 def version_matches(version: tuple[int, int, int], spec: str) -> bool:
-    """PEP 440 comma-separated clauses (``>=0.32.3,<0.33``, ``packaging``'s ``SpecifierSet``); ``*``
-    matches anything. ``version`` is the release triple of ``parse_version`` (suffixes already dropped,
-    so a dev or local build of 0.32.4 takes 0.32.4's table)."""
-    if spec.strip() == "*":
-        return True
+    """Is ``version`` inside the PEP 440 range ``spec`` (``>=0.32.3,<0.33``)? Read with ``packaging``
+    (``versions.check_range``): a range that cannot be read is an ``InputError``, never a silent miss."""
     try:
-        spec_set = SpecifierSet(spec)
-    except InvalidSpecifier:
-        raise InputError(f"bad version clause in {spec!r} (PEP 440 clauses such as '>=0.32.3,<0.33')") from None
-    return spec_set.contains(Version(".".join(map(str, version))), prereleases=True)
+        return in_range(".".join(str(x) for x in version), spec)
+    except ValueError as e:
+        raise InputError(f"bad version range in a kernel table: {e}") from None
 
 
 # --------------------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ def yaml_provenance(registry, name: str) -> dict[str, str]:
     return out
 
 
-def explain(resolution, registry=None) -> dict[str, str]:
+def explain(resolution, *, registry=None) -> dict[str, str]:
     """Where each field of ``resolution.profile`` comes from: its recorded provenance (config.json or live
     model), else ``file:line`` in ``registry`` (the registry it was resolved from; ``{}`` without one).
     Takes the registry as an argument so this layer never reaches up into the CLI for it."""

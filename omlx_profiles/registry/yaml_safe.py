@@ -287,6 +287,10 @@ def _short(s: str, n: int = 200) -> str:
     return s if len(s) <= n else s[: n - 3] + "..."
 
 
+def load_yaml_file(path: Path) -> Any:
+    return load_yaml_text(read_text(path), str(path))
+
+
 def line_index(text: str) -> dict[tuple, int]:
     """Map every field path of a YAML document to the 1-based line where it starts.
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from ..versions import check_range
 from .family import DType, NonNegInt, PosInt, Slug, Strict
 
 MaskKind = Literal["none", "causal", "bool", "additive"]
@@ -161,6 +162,12 @@ class RouteTable(Strict):
     fast_ops: FastOps = Field(default_factory=FastOps)
     fallback: FallbackCosts
     routes: list[Route] = Field(min_length=1, description="first matching rule wins; the last should match anything")
+
+    @field_validator("mlx_versions")
+    @classmethod
+    def _range(cls, v: str) -> str:
+        check_range(v)  # packaging's PEP 440 reading: '>=abc', '~', '*', '===', empty ranges refused
+        return v
 
 
 class KernelRoutesFile(Strict):
