@@ -17,80 +17,15 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
 from ..errors import Issue, NotMLXCheckpointError, ProfileError
+from ..schema.naming import NamingTable, _Suffix
 from .paths import builtin_profiles_dir
 
 #: ``mlx_lm.utils`` defaults per mode: (group_size, bits) (also in ``weights.MODE_DEFAULTS``).
 _GROUP_DEFAULT = {"affine": 64, "mxfp4": 32, "nvfp4": 16, "mxfp8": 32}
-
-
-# --------------------------------------------------------------------------------------------------
-# the table's schema
-# --------------------------------------------------------------------------------------------------
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _regex(v: str) -> str:
-    try:
-        re.compile(v)
-    except re.error as e:
-        raise ValueError(f"not a regular expression: {e}") from None
-    return v
-
-
-class _Default(_Strict):
-    mode: Literal["affine", "mxfp4", "nvfp4", "mxfp8"] = "affine"
-    bits: Literal[2, 3, 4, 5, 6, 8]
-    group: Literal[16, 32, 64, 128] | None = None
-    why: str
-    keeps_embeddings: bool = False
-
-
-class _Suffix(_Strict):
-    token: str
-    mode: Literal["affine", "mxfp4", "nvfp4", "mxfp8"] | None = None
-    bits: Literal[2, 3, 4, 5, 6, 8] | None = None
-    float_bits: Literal[16, 32] | None = None
-    marker: str | None = None
-    default: _Default | None = None
-    note: str | None = None
-
-    @field_validator("token")
-    @classmethod
-    def _check(cls, v: str) -> str:
-        return _regex(v)
-
-
-class _Variant(_Strict):
-    token: str
-
-    @field_validator("token")
-    @classmethod
-    def _check(cls, v: str) -> str:
-        return _regex(v)
-
-
-class _Refuse(_Strict):
-    match: str
-    what: str
-    why: str
-
-    @field_validator("match")
-    @classmethod
-    def _check(cls, v: str) -> str:
-        return _regex(v)
-
-
-class NamingTable(_Strict):
-    version: Literal[1]
-    refuse: list[_Refuse] = Field(default_factory=list)
-    suffixes: list[_Suffix]
-    variants: list[_Variant] = Field(default_factory=list)
 
 
 def naming_file() -> Path:
