@@ -68,4 +68,5 @@ class NamingTable(_Strict):
     version: Literal[1]
     refuse: list[_Refuse] = Field(default_factory=list)
     suffixes: list[_Suffix]
+    prefixes: list[_Variant] = Field(default_factory=list)
     variants: list[_Variant] = Field(default_factory=list)
