@@ -31,9 +31,9 @@ mx = pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
 
 from omlx_profiles.live.build import build_model, save_local  # noqa: E402
-from omlx_profiles.peak.calibration import profile_for_config  # noqa: E402
+from omlx_profiles.estimate.calibration import profile_for_config  # noqa: E402
+from omlx_profiles.estimate.safetensors import read_checkpoint  # noqa: E402
 from omlx_profiles.peak.prefill import Request, prefill_peak  # noqa: E402
-from omlx_profiles.safetensors_header import read_checkpoint  # noqa: E402
 from omlx_profiles.sharding import ShardedOptions, ShardSpec, rank_profiles, rank_weights  # noqa: E402
 from omlx_profiles.sharding.report import rank_estimate  # noqa: E402
 

@@ -41,7 +41,7 @@ def test_plan_validates_against_committed_json_schema():
     import jsonschema
     import yaml
 
-    from omlx_profiles.paths import schema_dir
+    from omlx_profiles.registry.paths import schema_dir
 
     assert plan_path().read_text().splitlines()[0] == "# yaml-language-server: $schema=../../schema/v1/sharding.schema.json"
     schema = json.loads((schema_dir() / "v1" / "sharding.schema.json").read_text())
