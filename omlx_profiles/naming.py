@@ -90,6 +90,7 @@ class NamingTable(_Strict):
     version: Literal[1]
     refuse: list[_Refuse] = Field(default_factory=list)
     suffixes: list[_Suffix]
+    prefixes: list[_Variant] = Field(default_factory=list)
     variants: list[_Variant] = Field(default_factory=list)
 
 
@@ -118,6 +119,7 @@ class _Compiled:
         self.refuse = [(re.compile(r.match, re.IGNORECASE), r) for r in t.refuse]
         self.suffixes = [(re.compile(rf"(?:^|[-_.])(?:{s.token})$", re.IGNORECASE), s) for s in t.suffixes]
         self.variants = [re.compile(rf"[-_.](?:{v.token})$", re.IGNORECASE) for v in t.variants]
+        self.prefixes = [re.compile(rf"^(?:{v.token})[-_.](?=.)", re.IGNORECASE) for v in t.prefixes]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -202,6 +204,7 @@ class ParsedId:
     bases: tuple[str, ...]
     quant: NameQuant | None
     variant_tokens: tuple[str, ...] = ()
+    unprefixed: tuple[tuple[str, str], ...] = ()  # (query or stem without a vendor prefix, the prefix)
 
     @property
     def stem(self) -> str:
@@ -248,7 +251,15 @@ def parse_id(query: str) -> ParsedId:
                 break
         else:
             break
-    return ParsedId(query, tuple(stems), tuple(bases), quant, tuple(reversed(vtok)))
+    unprefixed: list[str] = []
+    for cand in (query, *stems):
+        h, sp, name = cand.rpartition("/")
+        for rx in t.prefixes:
+            m = rx.match(name)
+            if m:
+                unprefixed.append((h + sp + name[m.end():], name[: m.end() - 1]))
+                break
+    return ParsedId(query, tuple(stems), tuple(bases), quant, tuple(reversed(vtok)), tuple(unprefixed))
 
 
 def _quant(found: list[tuple[_Suffix, re.Match]]) -> NameQuant:

@@ -43,8 +43,8 @@ def test_plan_validates_against_committed_json_schema():
 
     from omlx_profiles.paths import schema_dir
 
-    assert plan_path().read_text().splitlines()[0] == "# yaml-language-server: $schema=../../schema/sharding.schema.json"
-    schema = json.loads((schema_dir() / "sharding.schema.json").read_text())
+    assert plan_path().read_text().splitlines()[0] == "# yaml-language-server: $schema=../../schema/v1/sharding.schema.json"
+    schema = json.loads((schema_dir() / "v1" / "sharding.schema.json").read_text())
     doc = yaml.safe_load(plan_path().read_text())
     assert list(jsonschema.Draft202012Validator(schema).iter_errors(doc)) == []
     assert len(load_plan().modules) >= 24

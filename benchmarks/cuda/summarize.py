@@ -22,6 +22,9 @@ ROOT = HERE.parent.parent
 RESULTS = HERE / "results"
 CALIB = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4.yaml"
 G = 2**30
+# the editor hint every calibration file starts with (omlx_profiles.schema_export.hint_line; the data-file
+# tests fail when a regenerated file carries a stale one)
+CALIBRATION_HINT = "# yaml-language-server: $schema=../../../schema/v1/calibration.schema.json"
 
 CALIB_CONTENTION = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-contention.yaml"
 CONTENTION_RUNS = [("peaks_contention.json", 2048), ("peaks_contention2.json", 2048),
@@ -82,6 +85,7 @@ def calibration(data, runs=None, ids=None, heldout=False, contention=False):
     pts = points(data, runs)
     meta = data[runs[0][0]]["meta"]
     lines = [
+        CALIBRATION_HINT,
         "# Prefill peaks measured on a real MLX allocator (CUDA), for estimator tests.",
     ] + ([
         "# UNDER GPU CONTENTION: a second process (benchmarks/cuda/gpu_hog.py) ran 8192^3 bf16 matmuls on the",
@@ -245,6 +249,7 @@ def traced_calibration(results: str, ids: dict, header: list[str]) -> str:
         data["mlx"] = data["mlx"] or d["mlx"]
         data["points"] += [dict(pt, _file=name) for pt in d.get("points", []) if not pt.get("layers")]
     lines = [
+        CALIBRATION_HINT,
         "# Prefill peaks measured on a real MLX allocator (CUDA), for estimator tests.",
     ] + header + [
         "# peak_over_baseline: max over the chunks of mx.get_peak_memory() minus the active memory after the",
