@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from omlx_profiles.errors import UnsupportedError
-from omlx_profiles.estimator import Estimator
+from omlx_profiles.estimate.estimator import Estimator
 from omlx_profiles.peak.fast import FastPeak
 from omlx_profiles.peak.prefill import Request, prefill_peak
-from omlx_profiles.registry import load_registry
+from omlx_profiles import load_registry
 
 # one profile per op-model path: dense GQA, latent MLA + dense-first MoE, gated-DeltaNet hybrid MoE,
 # sliding + sinks MoE, sandwich norms + sliding, expanded MLA, Mamba2 hybrid (unknown where unmeasured)
