@@ -23,8 +23,8 @@ from omlx_profiles import Estimator, load_registry  # noqa: E402
 from omlx_profiles.errors import (HubAccessError, HubNotFoundError, HubUnavailableError, UnknownModelError,  # noqa: E402
                                   UnsupportedError)
 from omlx_profiles.hub import resolve_hub  # noqa: E402
-from omlx_profiles.safetensors_header import SafetensorsError  # noqa: E402
-from omlx_profiles.weights import estimate_weights  # noqa: E402
+from omlx_profiles.estimate.safetensors import SafetensorsError  # noqa: E402
+from omlx_profiles.estimate.weights import estimate_weights  # noqa: E402
 
 from .fakehub import Hub, VFile, checkpoint, config_file, linear, llama_like, shard  # noqa: E402
 

@@ -9,8 +9,8 @@ import pytest
 
 from omlx_profiles import load_registry
 from omlx_profiles.errors import NotMLXCheckpointError, UnknownModelError
-from omlx_profiles.naming import parse_id
-from omlx_profiles.weights import estimate_weights
+from omlx_profiles.registry.naming import parse_id
+from omlx_profiles.estimate.weights import estimate_weights
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +129,7 @@ def test_parse_is_pure_and_bounded():
 
 
 def test_table_is_schema_checked(tmp_path, monkeypatch):
-    import omlx_profiles.naming as naming
+    import omlx_profiles.registry.naming as naming
     from omlx_profiles.errors import ProfileError
 
     d = tmp_path / "naming"

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import re
 
-from omlx_profiles import schema_models
-from omlx_profiles.paths import schema_dir
-from omlx_profiles.schema_export import drifted, schemas
+from omlx_profiles.schema import family as schema_models
+from omlx_profiles.registry.paths import schema_dir
+from omlx_profiles.schema.export import drifted, schemas
 
 from .conftest import PROFILES
 
@@ -15,7 +15,7 @@ def test_committed_schema_matches_models():
 
 
 def test_drift_is_detected(monkeypatch, tmp_path):
-    from omlx_profiles.schema_export import write_schemas
+    from omlx_profiles.schema.export import write_schemas
 
     write_schemas(tmp_path)
     assert drifted(tmp_path) == []
@@ -27,7 +27,7 @@ def test_drift_is_detected(monkeypatch, tmp_path):
         s["profile.schema.json"]["$defs"]["VariantEntry"]["properties"]["num_layers"] = {"type": "string"}
         return s
 
-    monkeypatch.setattr("omlx_profiles.schema_export.schemas", changed)
+    monkeypatch.setattr("omlx_profiles.schema.export.schemas", changed)
     assert "v1/profile.schema.json" in drifted(tmp_path)
 
 
@@ -36,7 +36,7 @@ def test_every_shipped_yaml_points_at_its_versioned_schema():
     to a committed file whose ``$id`` ends in that same ``schema/v<N>/<name>`` path."""
     import json
 
-    from omlx_profiles.schema_export import SCHEMA_VERSION
+    from omlx_profiles.schema.export import SCHEMA_VERSION
 
     files = sorted(PROFILES.rglob("*.yaml"))
     kinds = {"family": 0, "kernels": 0, "calibration": 0, "sharding": 0, "naming": 0}
@@ -61,7 +61,7 @@ def test_every_shipped_yaml_points_at_its_versioned_schema():
 
 def test_schema_ids_are_stable_and_versioned():
     """The ``$id`` names the schema version; a bump must be deliberate (this number and the files move)."""
-    from omlx_profiles.schema_export import ID_BASE, SCHEMA_VERSION
+    from omlx_profiles.schema.export import ID_BASE, SCHEMA_VERSION
 
     assert SCHEMA_VERSION == 1
     for name, s in schemas().items():
@@ -104,8 +104,8 @@ def test_writers_emit_the_hint_and_valid_files(tmp_path):
     calibration writer's output passes ``validate`` (its model declares every key the writer emits)."""
     from omlx_profiles.cli.cmd_calibrate import _write
     from omlx_profiles.extraction.skeleton import SCHEMA_LINE
-    from omlx_profiles.schema_export import hint_line
-    from omlx_profiles.validate import validate_paths
+    from omlx_profiles.schema.export import hint_line
+    from omlx_profiles.registry.check import validate_paths
 
     assert SCHEMA_LINE == "# yaml-language-server: $schema=../schema/v1/profile.schema.json"
     out = tmp_path / "calibration" / "cpu" / "t.yaml"
@@ -121,7 +121,7 @@ def test_writers_emit_the_hint_and_valid_files(tmp_path):
 
 
 def test_builtin_calibration_files_validate_and_bad_ones_do_not(tmp_path):
-    from omlx_profiles.validate import validate_paths
+    from omlx_profiles.registry.check import validate_paths
 
     files = sorted((PROFILES / "calibration").glob("*/*.yaml"))
     assert len(files) >= 10

@@ -90,7 +90,7 @@ def test_every_kind_of_data_file_is_checked(tmp_path):
     calibration files are validated against their own models (a typo'd key in each is reported)."""
     import shutil
 
-    from omlx_profiles.validate import validate_paths
+    from omlx_profiles.registry.check import validate_paths
 
     from .conftest import PROFILES
 

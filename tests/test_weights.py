@@ -16,10 +16,10 @@ import pytest
 
 from omlx_profiles import load_registry
 from omlx_profiles.errors import InputError
-from omlx_profiles.safetensors_header import (
+from omlx_profiles.estimate.safetensors import (
     MAX_HEADER_BYTES, SafetensorsError, read_checkpoint, read_header, tensor_nbytes,
 )
-from omlx_profiles.weights import Quantization, WeightsInfo, config_quantization, estimate_weights
+from omlx_profiles.estimate.weights import Quantization, WeightsInfo, config_quantization, estimate_weights
 
 _NP_DTYPE = {np.float32: "F32", np.float16: "F16", np.int32: "I32", np.uint32: "U32", np.int8: "I8",
              np.uint8: "U8", np.int64: "I64", np.float64: "F64", np.bool_: "BOOL"}

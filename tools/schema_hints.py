@@ -16,8 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from omlx_profiles.paths import data_file_kind  # noqa: E402
-from omlx_profiles.schema_export import CALIBRATION, KERNELS, NAMING, PROFILE, SHARDING, hint_line  # noqa: E402
+from omlx_profiles.registry.paths import data_file_kind  # noqa: E402
+from omlx_profiles.schema.export import CALIBRATION, KERNELS, NAMING, PROFILE, SHARDING, hint_line  # noqa: E402
 
 SCHEMA_OF_KIND = {"family": PROFILE, "kernels": KERNELS, "calibration": CALIBRATION, "sharding": SHARDING, "naming": NAMING}
 PREFIX = "# yaml-language-server:"

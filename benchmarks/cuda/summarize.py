@@ -22,7 +22,7 @@ ROOT = HERE.parent.parent
 RESULTS = HERE / "results"
 CALIB = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4.yaml"
 G = 2**30
-# the editor hint every calibration file starts with (omlx_profiles.schema_export.hint_line; the data-file
+# the editor hint every calibration file starts with (omlx_profiles.schema.export.hint_line; the data-file
 # tests fail when a regenerated file carries a stale one)
 CALIBRATION_HINT = "# yaml-language-server: $schema=../../../schema/v1/calibration.schema.json"
 

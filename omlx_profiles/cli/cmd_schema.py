@@ -9,9 +9,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..paths import schema_dir
-from ..schema_export import (CALIBRATION, KERNELS, NAMING, PROFILE, SCHEMA_VERSION, SHARDING, drifted, render, schemas,
-                             version_dir, write_schemas)
+from ..registry.paths import schema_dir
+from ..schema.export import (CALIBRATION, KERNELS, NAMING, PROFILE, SCHEMA_VERSION, SHARDING, drifted, render, schemas,
+                              version_dir, write_schemas)
 
 _NAMES = {"profile": PROFILE, "kernels": KERNELS, "calibration": CALIBRATION, "sharding": SHARDING, "naming": NAMING}
 

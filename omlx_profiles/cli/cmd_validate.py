@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..validate import validate_paths
+from ..registry.check import validate_paths
 from . import issue_formats
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from ..errors import Issue, _printable
-from ..paths import data_file_kind
+from ..registry.paths import data_file_kind
 
 FORMATS = ("text", "github", "json", "sarif")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -55,7 +55,7 @@ def _column(issue: Issue, texts: dict) -> int | None:
         return None
     if issue.file not in texts:
         try:
-            from ..yaml_io import read_text  # size-limited, regular files only
+            from ..registry.yaml_safe import read_text  # size-limited, regular files only
 
             texts[issue.file] = read_text(Path(issue.file)).splitlines()
         except Exception:  # noqa: BLE001 - a column is a nicety: never let it hide the issue
