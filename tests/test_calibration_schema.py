@@ -7,7 +7,7 @@ import pytest
 from omlx_profiles.errors import OmlxProfilesError
 from omlx_profiles.estimate.calibration import calibration_files, load_calibration
 
-GOOD = "backend: cpu\ndevice: test\nmlx: 0.32.4\npoints:\n  - model: a\n    tokens: 1025\n    prefill_step_size: 256\n    peak_over_baseline: [100, 120]\n"
+GOOD = "backend: cpu\ndevice: test\nmlx: 0.32.4\npoints:\n  - model: a\n    profile: llama-3.2-1b-instruct\n    tokens: 1025\n    prefill_step_size: 256\n    peak_over_baseline: [100, 120]\n"
 
 
 def test_every_committed_file_loads():
@@ -25,9 +25,9 @@ def test_a_good_file(tmp_path):
 
 
 @pytest.mark.parametrize("extra,where", [
-    ("    peek_total_bytes: 5\n", "c.yaml:9: points.0.peek_total_bytes: unknown key"),
-    ("    kv_bytes: lots\n", "c.yaml:9: points.0.kv_bytes"),
-    ("    cached_tokens: -1\n", "c.yaml:9: points.0.cached_tokens"),
+    ("    peek_total_bytes: 5\n", "c.yaml:10: points.0.peek_total_bytes: unknown key"),
+    ("    kv_bytes: lots\n", "c.yaml:10: points.0.kv_bytes"),
+    ("    cached_tokens: -1\n", "c.yaml:10: points.0.cached_tokens"),
 ])
 def test_a_bad_point_names_file_line_and_key(tmp_path, extra, where):
     p = tmp_path / "c.yaml"

@@ -340,7 +340,7 @@ def test_explain_follows_the_merge_order(tmp_path):
     from omlx_profiles.registry.provenance import yaml_provenance
     from omlx_profiles.registry.index import build_registry
 
-    head = "# yaml-language-server: $schema=../schema/profile.schema.json\n"
+    head = "# yaml-language-server: $schema=../schema/v1/profile.schema.json\n"
     a = tmp_path / "a.yaml"
     b = tmp_path / "b.yaml"
     b.write_text(head + "family: fb\nmodel_types: [llama]\nvariants:\n  - name: v1\n    mlx_model_type: llama\n"

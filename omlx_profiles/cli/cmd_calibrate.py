@@ -229,7 +229,10 @@ def run(args) -> int:
 def _write(path: Path, backend: str, info: dict, dt: str, points: list[dict]) -> None:
     import yaml
 
-    head = ("# Prefill peaks measured by `omlx-profiles calibrate` (random weights; generate_step's prefill replayed;\n"
+    from ..schema.export import CALIBRATION, hint_line
+
+    head = (hint_line(CALIBRATION, 3) + "\n"  # profiles/calibration/<backend>/, the default place
+            "# Prefill peaks measured by `omlx-profiles calibrate` (random weights; generate_step's prefill replayed;\n"
             "# peak_over_baseline = max over calls of mx.get_peak_memory() minus the active memory with the weights\n"
             "# (and any cached prefix) resident). Tests compare the estimator with peak_over_baseline_max.\n")
     doc = {"backend": backend, "device": info.get("default_device"), "mlx": info.get("mlx_version"),

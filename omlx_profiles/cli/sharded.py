@@ -236,8 +236,8 @@ def render_sharded_fit(fit: dict) -> str:
            "  longest context per rank: " + ", ".join(f"rank {i} {t:,}" for i, t in
                                                       enumerate(fit["max_tokens_per_rank"])), ""]
     if not fit["max_tokens"]:
-        out.append(f"does not fit at any context: rank {fit['binding_rank']} cannot hold even "
-                   f"{fit['cached'] + 1} tokens")
+        out.append(f"does not fit at any context: rank {fit['binding_rank']} cannot hold even a "
+                   f"{fit['cached'] + 1}-token prompt")
     else:
         out.append(f"longest context every rank holds: {fit['max_tokens']:,} tokens (rank {fit['binding_rank']} "
                    "binds)")

@@ -25,7 +25,7 @@ from ..dtypes import normalize_dtype
 from ..errors import InputError, ProfileError
 from ..registry.paths import builtin_profiles_dir
 from ..registry.profile import Profile
-from ..schema.calibration import CalibrationFile as CalibrationFileModel
+from ..schema.calibration import CalibrationRunFile
 from ..registry.yaml_safe import load_yaml_text, read_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,16 +80,16 @@ def load_calibration(path: Path | str) -> CalibrationFile:
     if not isinstance(data, dict) or "points" not in data:
         raise InputError(f"{path}: not a calibration file (needs 'backend' and 'points')")
     try:
-        f = CalibrationFileModel.model_validate(data)
+        f = CalibrationRunFile.model_validate(data)
     except ValidationError as e:
         idx = line_index(text)
         raise ProfileError(pydantic_issues(e, str(path), lambda at: line_for(idx, at), data)) from None
     pts = tuple(CalibrationPoint(
-        model=p.model if p.model is not None else f"point-{i}",
+        model=p.model,
         tokens=p.tokens,
         chunk=p.prefill_step_size,
         cached=p.cached_tokens,
-        peaks=tuple(p.peak_over_baseline),
+        peaks=tuple(p.peak_over_baseline or ()),
         peak_total=p.peak_total_bytes,
         kv_bytes=p.kv_bytes,
         config=p.config_inline,

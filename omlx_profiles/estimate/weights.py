@@ -19,8 +19,9 @@ Two answers, always labelled:
   default convert quantizes every ``Linear`` and ``Embedding`` whose last dimension divides by the
   group size — embeddings and the LM head included — and leaves norms and biases in the model dtype;
   the norms are counted as ``(2 * num_layers + 1) * hidden_size`` parameters (two per block plus the
-  final one). Models whose ``quant_predicate`` keeps router gates at 8 bits (qwen3_moe, qwen3_next,
-  gpt_oss, ...) differ by less than 0.1%.
+  final one). MoE router gates (experts x hidden per MoE layer) are counted at 8 bits, as the families
+  whose ``quant_predicate`` keeps them there store them (qwen3_moe, qwen3_next, gpt_oss, ...): the upper
+  side for the rest (issue 14: the approximation must not fall under the checkpoint).
 
 No parameter count known → ``bytes`` is ``None`` with the reason: never a guess.
 
@@ -212,6 +213,17 @@ def _kept_embedding_params(profile, nq) -> int:
     return 0
 
 
+def _router_params(profile) -> int:
+    """MoE router (gate) parameters, E x hidden per layer: mlx-lm's convert keeps them at 8 bits in the families
+    whose ``quant_predicate`` says so (qwen3_moe, qwen3_next, gpt_oss, ...); counted at 8 bits for every MoE
+    profile below 8 bits (the upper side where the family does not)."""
+    m = getattr(profile, "moe", None)
+    if m is None or not profile.hidden_size or not profile.num_layers:
+        return 0
+    moe_layers = profile.num_layers - (getattr(m, "first_dense_layers", 0) or 0)
+    return max(0, moe_layers) * m.num_experts * profile.hidden_size
+
+
 def _norm_params(profile) -> int:
     if profile.hidden_size and profile.num_layers:
         return (2 * profile.num_layers + 1) * profile.hidden_size
@@ -233,9 +245,12 @@ def _from_profile(profile, picked: tuple[Quantization, str], explicit: bool, nq=
                            "directory (its safetensors headers give exact bytes) or add weights.params to the profile")
     if q.quantized:
         kept = min(_norm_params(profile) + _kept_embedding_params(profile, nq), params)
-        nbytes = q.nbytes(params - kept, act) + kept * act
+        router = min(_router_params(profile), params - kept) if q.bits < 8 else 0
+        nbytes = q.nbytes(params - kept - router, act) + kept * act + Quantization(8, 64).nbytes(router, act)
         what = "norm and embedding" if _kept_embedding_params(profile, nq) else "norm"
         how = f"{params:,} params at {q.label()} ({why}); {kept:,} {what} params kept in {profile.dtype}"
+        if router:
+            how += f"; {router:,} MoE router params at 8 bits (mlx-lm keeps router gates at 8: an upper bound)"
     else:
         nbytes = q.nbytes(params, act)
         how = f"{params:,} params at {q.bits // 8} bytes ({why})"

@@ -166,6 +166,9 @@ def _moe(c: Ctx) -> None:
     sh = c.r.raw("n_shared_experts", None)
     if isinstance(sh, int) and not isinstance(sh, bool) and 0 <= sh <= MAX_DIM:
         moe["shared_experts"] = sh
+    fk = c.r.raw("first_k_dense_replace", None)
+    if isinstance(fk, int) and not isinstance(fk, bool) and fk > 0:
+        moe["first_dense_layers"] = fk
     c.d.put("moe", moe, f"{c.r.where(wn)}, {wk}")
 
 

@@ -11,10 +11,12 @@ from .ops.recurrent import linear_attention_items
 from .ops.traits import SANDWICH_NORM_FAMILIES
 
 
-def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: CallContext, *, cache_only: bool) -> list[Item]:
-    """The items of one layer of this type during the call (``cache_only``: the chunk's last layer)."""
+def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: CallContext, *, cache_only: bool,
+                dense: bool = False) -> list[Item]:
+    """The items of one layer of this type during the call (``cache_only``: the chunk's last layer;
+    ``dense``: an MoE model's layer that runs a dense MLP, ``dense_layer``)."""
     kinds = [e.kind for e in lt.entries]
-    moe = p.moe is not None
+    moe = p.moe is not None and not dense
     if kinds == ["none"]:
         if cache_only:
             return []
@@ -37,6 +39,13 @@ def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: Ca
     if cache_only or p.mlx_model_type == "nemotron_h":
         return items  # nemotron_h: attention/mamba/MLP are separate layers ('none' = MLP-only)
     return items + mlp_items(p, ctx, moe=moe)
+
+
+def dense_layer(p: Profile, index: int) -> bool:
+    """An MoE model's layer ``index`` runs a dense MLP (DeepSeek's ``first_k_dense_replace``): traced on the
+    H200, those layers commit one CUDA graph fewer than an MoE layer (commits_dsv3.json), which changes how
+    many layers' score matrices MLX's in-flight window holds."""
+    return p.moe is not None and index < (getattr(p.moe, "first_dense_layers", 0) or 0)
 
 
 def embedding_items(p: Profile, ctx: CallContext) -> list[Item]:

@@ -88,14 +88,15 @@ def shown(value: Any) -> str:
     return r if len(r) <= MAX_SHOWN_INPUT else r[: MAX_SHOWN_INPUT - 3] + "..."
 
 
-def pydantic_issues(err: ValidationError, filename: str, lines, data: Any, prefix: tuple = ()) -> list[Issue]:
+def pydantic_issues(err: ValidationError, filename: str, lines, data: Any, prefix: tuple = (),
+                    schema: str = "profile") -> list[Issue]:
     issues = []
     errors = err.errors(include_url=False)
     for e in errors[:MAX_ISSUES_PER_FILE]:
         path = prefix + data_path(e["loc"], data)
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
-            msg = f"unknown key {path[-1]!r} (not part of the profile schema)" if path else "unknown key"
+            msg = f"unknown key {path[-1]!r} (not part of the {schema} schema)" if path else "unknown key"
         elif e["type"] == "missing":
             msg = f"required field {path[-1]!r} is missing" if path else msg
         inp = e.get("input")

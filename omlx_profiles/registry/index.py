@@ -134,6 +134,15 @@ class Registry:
         if "/" in q and (name := self._repo_hit(repo, q)):
             return Resolution(self.profiles[name], q, "repo-name", repo,
                               notes=(f"matched by repo name '{repo}' under another organisation",))
+        for cand, dropped in parsed.unprefixed:
+            hit = self._index.get(cand.lower())
+            name = hit[0] if hit else self._repo_hit(cand.rsplit("/", 1)[-1].lower(), q)
+            if name:
+                notes = [f"vendor prefix '{dropped}' dropped from '{q.rsplit('/', 1)[-1]}'"]
+                if quant and (quant.parts or quant.float_bits):
+                    notes.append(f"'{q}' names a converted checkpoint with {quant.label()} weights")
+                return Resolution(self.profiles[name], q, "repo-name", cand, weights_bits=quant.bits if quant else None,
+                                  notes=tuple(notes), quant=quant)
         for base in parsed.bases:
             hit = self._index.get(base.lower())
             name = hit[0] if hit else self._repo_hit(base.rsplit("/", 1)[-1].lower(), q)

@@ -17,80 +17,15 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
 from ..errors import Issue, NotMLXCheckpointError, ProfileError
+from ..schema.naming import NamingTable, _Suffix
 from .paths import builtin_profiles_dir
 
 #: ``mlx_lm.utils`` defaults per mode: (group_size, bits) (also in ``weights.MODE_DEFAULTS``).
 _GROUP_DEFAULT = {"affine": 64, "mxfp4": 32, "nvfp4": 16, "mxfp8": 32}
-
-
-# --------------------------------------------------------------------------------------------------
-# the table's schema
-# --------------------------------------------------------------------------------------------------
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _regex(v: str) -> str:
-    try:
-        re.compile(v)
-    except re.error as e:
-        raise ValueError(f"not a regular expression: {e}") from None
-    return v
-
-
-class _Default(_Strict):
-    mode: Literal["affine", "mxfp4", "nvfp4", "mxfp8"] = "affine"
-    bits: Literal[2, 3, 4, 5, 6, 8]
-    group: Literal[16, 32, 64, 128] | None = None
-    why: str
-    keeps_embeddings: bool = False
-
-
-class _Suffix(_Strict):
-    token: str
-    mode: Literal["affine", "mxfp4", "nvfp4", "mxfp8"] | None = None
-    bits: Literal[2, 3, 4, 5, 6, 8] | None = None
-    float_bits: Literal[16, 32] | None = None
-    marker: str | None = None
-    default: _Default | None = None
-    note: str | None = None
-
-    @field_validator("token")
-    @classmethod
-    def _check(cls, v: str) -> str:
-        return _regex(v)
-
-
-class _Variant(_Strict):
-    token: str
-
-    @field_validator("token")
-    @classmethod
-    def _check(cls, v: str) -> str:
-        return _regex(v)
-
-
-class _Refuse(_Strict):
-    match: str
-    what: str
-    why: str
-
-    @field_validator("match")
-    @classmethod
-    def _check(cls, v: str) -> str:
-        return _regex(v)
-
-
-class NamingTable(_Strict):
-    version: Literal[1]
-    refuse: list[_Refuse] = Field(default_factory=list)
-    suffixes: list[_Suffix]
-    variants: list[_Variant] = Field(default_factory=list)
 
 
 def naming_file() -> Path:
@@ -118,6 +53,7 @@ class _Compiled:
         self.refuse = [(re.compile(r.match, re.IGNORECASE), r) for r in t.refuse]
         self.suffixes = [(re.compile(rf"(?:^|[-_.])(?:{s.token})$", re.IGNORECASE), s) for s in t.suffixes]
         self.variants = [re.compile(rf"[-_.](?:{v.token})$", re.IGNORECASE) for v in t.variants]
+        self.prefixes = [re.compile(rf"^(?:{v.token})[-_.](?=.)", re.IGNORECASE) for v in t.prefixes]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -202,6 +138,7 @@ class ParsedId:
     bases: tuple[str, ...]
     quant: NameQuant | None
     variant_tokens: tuple[str, ...] = ()
+    unprefixed: tuple[tuple[str, str], ...] = ()  # (query or stem without a vendor prefix, the prefix)
 
     @property
     def stem(self) -> str:
@@ -248,7 +185,15 @@ def parse_id(query: str) -> ParsedId:
                 break
         else:
             break
-    return ParsedId(query, tuple(stems), tuple(bases), quant, tuple(reversed(vtok)))
+    unprefixed: list[str] = []
+    for cand in (query, *stems):
+        h, sp, name = cand.rpartition("/")
+        for rx in t.prefixes:
+            m = rx.match(name)
+            if m:
+                unprefixed.append((h + sp + name[m.end():], name[: m.end() - 1]))
+                break
+    return ParsedId(query, tuple(stems), tuple(bases), quant, tuple(reversed(vtok)), tuple(unprefixed))
 
 
 def _quant(found: list[tuple[_Suffix, re.Match]]) -> NameQuant:

@@ -34,3 +34,23 @@ def env_profile_dirs() -> list[Path]:
     """User profile directories from ``OMLX_PROFILES_PATH`` (os.pathsep-separated)."""
     raw = os.environ.get(ENV_PROFILES_PATH, "")
     return [Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip()]
+
+
+def data_file_kind(path: Path) -> str:
+    """What a data file under a profiles directory is, from where it sits (the layout ``profiles/`` uses):
+    ``kernels/<backend>.yaml`` a kernel-route table, ``calibration/<backend>/*.yaml`` measured peaks,
+    ``mlx_lm/sharding.yaml`` the sharding plan, other ``mlx_lm/*.yaml`` mlx-lm module recipes,
+    ``naming/*.yaml`` the model-id naming table, ``calibration/*.yaml`` a table derived from the
+    calibration files, anything else a family file."""
+    p = Path(path)
+    if p.parent.name == "kernels":
+        return "kernels"
+    if p.parent.parent.name == "calibration":
+        return "calibration"
+    if p.parent.name == "calibration":
+        return "derived"  # calibration/measured_traits.yaml: generated from the calibration files
+    if p.parent.name == "mlx_lm":
+        return "sharding" if p.stem == "sharding" else "module"
+    if p.parent.name == "naming":
+        return "naming"
+    return "family"

@@ -174,6 +174,8 @@ class MoE(Strict):
     experts_per_token: PosInt
     moe_intermediate_size: PosInt | None = None
     shared_experts: NonNegInt = 0
+    first_dense_layers: NonNegInt = Field(0, description="the first layers run a dense MLP instead of the experts "
+                                          "(first_k_dense_replace)")
 
     @model_validator(mode="after")
     def _k_le_n(self):

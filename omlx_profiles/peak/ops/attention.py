@@ -21,11 +21,33 @@ def route_for(ctx: CallContext, call: SdpaCall, family: str) -> RouteDecision:
     return ctx.routes.route(call, ctx.tiled)
 
 
+def _sdpa_bound(ctx: CallContext, call: SdpaCall, family: str) -> list[Item]:
+    """SDPA's worst case (``CallContext.bound``, peak/basis.py): never fused, the scores in fp32 (4 bytes per
+    element whatever the model dtype), the masked scores and their softmax each in a new buffer (nothing
+    reused in place), a bool/causal mask materialized at 1 byte per element, q scaled into a copy."""
+    s, f = ctx.act, 4
+    sc_el = call.n_q * call.q_len * call.kv_len
+    q_el = call.n_q * call.q_len * call.head_dim
+    k_el = call.n_kv * call.kv_len * call.head_dim
+    v_el = call.n_kv * call.kv_len * call.v_head_dim
+    mask = call.q_len * call.kv_len if call.mask in ("causal", "bool") else 0
+    mask_el = sc_el if call.mask == "additive" else mask
+    sinks = 1 if call.sinks else 0
+    cap = 3 * sc_el * f if family in SOFTCAP_ATTENTION_FAMILIES else 0  # / cap, tanh, * cap: three more copies
+    out = [Item("sdpa.bound_softcap", cap, 3, elems=3 * sc_el)] if cap else []
+    return out + [Item("sdpa.bound_q_scaled", q_el * f, 1, elems=q_el),
+            Item("sdpa.bound_scores", 3 * sc_el * f + mask, 4 + sinks, op_bytes=(sc_el * f, mask, sc_el * f, sc_el * f)
+                 + ((0,) if sinks else ()), elems=(q_el + k_el, 2, sc_el + mask_el, sc_el) + ((sc_el,) if sinks else ())),
+            Item("sdpa.bound_out", call.n_q * call.q_len * call.v_head_dim * max(s, f), 1, elems=sc_el + v_el)]
+
+
 def sdpa_items(ctx: CallContext, call: SdpaCall, *, family: str) -> list[Item]:
     """SDPA of one layer as routed by the kernel table; mask arrays built by mlx-lm are pinned elsewhere.
 
     ``elems`` (what CUDA's graph-commit counter adds): q, the whole k and v the call attends to, the mask
     array, and on the fallback the score matrix once per op that reads it (mask, softmax, P @ V)."""
+    if ctx.bound and call.q_len > 1:
+        return _sdpa_bound(ctx, call, family)
     r = route_for(ctx, call, family)
     python_softcap = r is _PYTHON_ATTENTION
     s = ctx.act

@@ -51,6 +51,7 @@ class CallContext:
     tiled: dict
     nax: bool = False
     last: bool = False  # the last-token step (logits computed)
+    bound: bool = False  # worst-case items (peak/basis.py): unfused fp32 attention, no donation
 
 
 def fast_op(ctx: CallContext, op: str, input_bytes: int, count: int = 1, weight: int = 0,
@@ -67,6 +68,7 @@ def fast_op(ctx: CallContext, op: str, input_bytes: int, count: int = 1, weight:
     reshaped projection (Qwen3's q_norm) its output too (the reshape shares the buffer, so it is not
     donatable)."""
     elems = input_bytes // ctx.act + weight * count
+    donates = donates and not ctx.bound
     cost = getattr(ctx.routes.fast_ops, op, None)
     if cost is None:
         return Item(op, 0 if donates else input_bytes, count, elems=elems)

@@ -91,8 +91,18 @@ def mla_latent_items(p: Profile, entries: tuple[CacheEntry, ...], steps: tuple[E
         call = SdpaCall(H, H, nope, vd, S, kL, "additive", False, ctx.dtype, ctx.nax)
         sdpa = sdpa_items(ctx, call, family=p.mlx_model_type)
         # the (H, qL, kL) positional scores are SDPA's additive mask: alive past k/v expansion until SDPA
-        items.append(Item("mla.pe_scores", S * H * rope * s + H * S * kL * s, 3, out=0,
-                          carry=H * S * kL * s, carry_items=1 + len(sdpa)))
+        # The QK matmul allocates the whole score matrix but reads only q_pe and k_pe; the where() reads it and
+        # the bool (qL, kL) mask and writes in place (measured: probe_mla.py, 1.00x the scores); SDPA reads it
+        # again as its additive mask (cuDNN: no copy). Per-op elements, so CUDA's commit rule sees the graph end
+        # after the where and after SDPA (traced: commits_dsv3.json). ``unitemized``: 4 B per query x key
+        # position per layer that the H200 peaks hold beyond the itemized ops (8k one-op graphs 0.96 and 32k /
+        # step 2048 0.99 without it; not identified - the conservative side of the two measurements).
+        sc = H * S * kL * s
+        extra = 4 * S * kL
+        where_b = (sc if ctx.bound else 0) + extra
+        items.append(Item("mla.pe_scores", S * H * rope * s + sc + where_b, 3, out=0,
+                          carry=sc, carry_items=1 + len(sdpa), op_bytes=(S * H * rope * s, sc, where_b),
+                          elems=(S * H * rope, S * H * rope + kL * rope, H * S * kL + S * kL + 1)))
         items.append(Item("mla.k_v_expand", H * kL * (nope + vd) * s, 2, elems=2 * kL * rank + H * (nope + vd) * rank))
         items += sdpa
         items.append(Item("o_proj", S * H * vd * s + S * h * s, 2, elems=2 * S * H * vd + h * H * vd))
