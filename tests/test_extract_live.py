@@ -44,7 +44,8 @@ from .test_extract import FORMULA, cfg_path  # noqa: E402
 pytestmark = pytest.mark.live
 
 _DT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
-CUT = {"qwen3-next-80b-a3b-thinking": 8, "qwen3.5-27b": 8}
+CUT = {"qwen3-next-80b-a3b-thinking": 8, "qwen3.5-27b": 8, "qwen3.5-9b": 8, "qwen3.5-35b-a3b": 8,
+       "qwen3.6-35b-a3b": 8, "qwen3.5-122b-a10b": 8, "qwen3.5-397b-a17b": 8}
 RUNS = ((1, 2048), (1000, 256), (1000, 2048))
 
 
