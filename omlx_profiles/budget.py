@@ -26,6 +26,7 @@ bare arithmetic, or a larger value when other programs share the machine.
 """
 from __future__ import annotations
 
+from .units import MAX_BYTES
 from .validation import check_count
 
 RESERVE_FIXED = 512 * 1024**2
@@ -34,11 +35,11 @@ RESERVE_FRACTION_PERCENT = 5
 
 def default_reserve(budget: int) -> int:
     """``512 MiB + 5%`` of ``budget`` (see the module docstring for why), never more than the budget."""
-    check_count("budget", budget, minimum=0)
+    check_count("budget", budget, minimum=0, maximum=MAX_BYTES)
     return min(budget, RESERVE_FIXED + budget * RESERVE_FRACTION_PERCENT // 100)
 
 
 def usable(budget: int, reserve: int | None = None) -> int:
     """Bytes a request's total may reach: the budget less the reserve (the default when ``None``)."""
-    r = default_reserve(budget) if reserve is None else check_count("reserve", reserve, minimum=0)
+    r = default_reserve(budget) if reserve is None else check_count("reserve", reserve, minimum=0, maximum=MAX_BYTES)
     return max(0, budget - r)

@@ -79,7 +79,7 @@ _KIND_TAGS = {"full", "sliding", "chunked", "latent", "indexer", "state", "none"
 
 
 MAX_ISSUES_PER_FILE = 50  # a file with more problems than this is not worth listing line by line
-MAX_LAYERS = 4096  # real models have at most a few hundred; Profile and every estimate loop over layers
+MAX_LAYERS = 256  # = schema_models.MAX_LAYERS (why: there)
 MAX_SHOWN_INPUT = 80  # characters of an offending value quoted in a message
 
 

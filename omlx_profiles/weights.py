@@ -225,7 +225,7 @@ def _from_checkpoint(ck: CheckpointHeaders, bits, group_size, config_q: Quantiza
                                                       or group_size == stored_q.group_size))
     if same:
         q = stored_q
-        return WeightsInfo(ck.nbytes, True, "safetensors headers", None,
+        return WeightsInfo(ck.nbytes, True, "safetensors headers", _implausible(ck.nbytes, profile),
                            params=None if quantized_ck else _count_params(ck),
                            bits=q.bits if q else stored_bits, group_size=q.group_size if q else None,
                            mode=q.mode if q else None, files=n_files, tensors=ck.tensor_count,
@@ -258,6 +258,29 @@ def _from_checkpoint(ck: CheckpointHeaders, bits, group_size, config_q: Quantiza
                        "(every 2-D+ '.weight' whose last dimension divides by the group size; the rest as stored)",
                        params=_count_params(ck), bits=q.bits, group_size=q.group_size,
                        mode=q.mode if q.quantized else None, files=n_files, tensors=ck.tensor_count)
+
+
+def plausible_floor(profile) -> int | None:
+    """Fewest bytes a checkpoint of this shape can hold: every layer has at least one hidden x hidden
+    projection and the model an embedding (vocab x hidden), all at 2 bits (the smallest MLX quantization),
+    halved for slack. ``None`` when the profile lacks the dimensions."""
+    h, n, v = profile.hidden_size, profile.num_layers, profile.vocab_size
+    if not h or not n:
+        return None
+    return (n * h * h + (v or 0) * h) * 2 // 8 // 2
+
+
+def _implausible(nbytes: int, profile) -> str | None:
+    """A note (not an error: the headers are what they are) when "exact" bytes are far too few for the
+    profile's shape: shards missing without an index, a stub file, or the wrong directory."""
+    floor = plausible_floor(profile)
+    if floor is None or nbytes >= floor:
+        return None
+    from .units import format_bytes
+
+    return (f"implausibly small: {format_bytes(nbytes)} for "
+            f"{profile.num_layers} layers of width {profile.hidden_size} (at 2 bits such a model holds at least "
+            f"{format_bytes(2 * floor)}); are weight files missing, or is this another model's directory?")
 
 
 def _stored_float_bits(ck: CheckpointHeaders) -> int | None:

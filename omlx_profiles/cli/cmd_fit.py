@@ -164,10 +164,13 @@ def compute_fit(res, args, budget: int) -> dict:
         return {**base, "max_tokens": None, "limited_by": "memory", "at_max": at0, "next": None,
                 "reason": f"even a {args.cached + 1}-token prompt needs {format_bytes(at0.get('total_bytes'))} "
                           f"(weights {format_bytes(weights.bytes)}) > {format_bytes(budget - reserve)} usable"}
+    memory_mt = mt
+    if max_ctx and mt > max_ctx:  # the headline never passes the model's context; memory's answer is kept
+        mt = max_ctx
     at = estimate_at(res, mt, args, weights, budget, reserve)
     nxt = estimate_at(res, mt + STEP, args, weights, budget, reserve)
-    return {**base, "max_tokens": mt,
-            "limited_by": "max_context" if (max_ctx and mt >= max_ctx) else "memory",
+    return {**base, "max_tokens": mt, "memory_max_tokens": memory_mt,
+            "limited_by": "max_context" if (max_ctx and memory_mt >= max_ctx) else "memory",
             "at_max": at,
             "next": {"tokens": mt + STEP, "total_bytes": nxt.get("total_bytes"), "fits": nxt.get("fits")},
             "reason": None}
@@ -191,6 +194,9 @@ def run(args) -> int:
 
 
 # ----------------------------------------------------------------------------------------------
+POINT_LAYERS = 160 * 40  # chart points x layers per model (the default 160 points up to 40 layers)
+
+
 def series_for(res, weights, args):
     """The chart's curve for one model: weights / KV at the peak / transient at evenly spaced lengths.
 
@@ -205,7 +211,9 @@ def series_for(res, weights, args):
         raise InputError(f"weights of {res.query!r} are unknown ({weights.reason}); the chart needs them: "
                          "pass --weights SIZE if you know it")
     est = _estimator(res)
-    n = args.points
+    # each point replays the prompt over every layer: the point count shrinks with depth so that a chart
+    # costs about the same for a 256-layer model as for a 36-layer one (160 points), never below 24
+    n = min(args.points, max(24, POINT_LAYERS // max(1, len(res.profile.layer_names))))
     top = args.max_tokens
     lo = args.cached + 1
     xs = sorted({max(lo, (top * i // n) // STEP * STEP) for i in range(1, n + 1)} | {lo, top})

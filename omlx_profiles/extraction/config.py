@@ -108,7 +108,7 @@ def _nonfinite_paths(obj: Any, prefix: str = "", out: list | None = None, depth:
 
 
 MAX_SHOWN = 60
-MAX_LAYERS = 4096  # = loader.MAX_LAYERS: real models have at most a few hundred layers
+MAX_LAYERS = 256  # = schema_models.MAX_LAYERS (why: there)
 
 
 def shown(v: Any, limit: int = MAX_SHOWN) -> str:
