@@ -32,6 +32,7 @@ local directory's ``config.json`` ``quantization``; the model id (``mlx-communit
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +40,7 @@ from .dtypes import DTYPE_BYTES
 from .errors import InputError
 from .quantization import MODE_DEFAULTS, QUANT_BITS, Quantization
 from .quantization import read as read_quantization
-from .safetensors_header import CheckpointHeaders, SafetensorsError, read_checkpoint, weight_files
+from .safetensors_header import INDEX_NAME, CheckpointHeaders, SafetensorsError, read_checkpoint, weight_files
 
 GIVEN = "given by the user"  # ``source`` of a size the caller states (the CLI's --weights)
 MAX_CONFIG_BYTES = 10_000_000
@@ -110,7 +111,7 @@ def estimate_weights(resolution, bits: int | None = None, model_dir=None, *, gro
     if d is not None:
         config = _read_config(d)
         config_q = config_quantization(config, str(d / "config.json")) if config else None
-        if weight_files(d):
+        if weight_files(d) or os.path.lexists(d / INDEX_NAME):  # an index without its shards is said, not skipped
             return _from_checkpoint(read_checkpoint(d), bits, group_size, config_q, profile)
     q = _pick_quantization(resolution, profile, bits, group_size, config_q)
     return _from_profile(profile, q, explicit=bits is not None)
