@@ -77,3 +77,31 @@ class UnsupportedError(OmlxProfilesError):
 
 class InputError(OmlxProfilesError, ValueError):
     """An argument is out of range or of the wrong type (negative tokens, a bool, NaN, ...)."""
+
+
+class NotMLXCheckpointError(UnknownModelError):
+    """An id that names something mlx-lm cannot load (an Ollama tag, a GGUF quant type): ``what`` and ``why``.
+
+    A ``LookupError`` like any unknown id (so a caller that falls back to a local path still does), but
+    the message says what the id is and what to use instead, never "closest known ids".
+    """
+
+    def __init__(self, query: str, what: str, why: str):
+        self.query, self.what, self.why, self.suggestions = query, what, why, []
+        OmlxProfilesError.__init__(self, f"{query!r} is {what}, not an MLX checkpoint: {why}")
+
+
+class HubError(OmlxProfilesError):
+    """Reading a model from the Hugging Face Hub failed; the message names the repo and what to do."""
+
+
+class HubAccessError(HubError):
+    """401 / 403 / gated: the repo exists but this token (or none) may not read it."""
+
+
+class HubNotFoundError(HubError, LookupError):
+    """404: no such repo, revision or file."""
+
+
+class HubUnavailableError(HubError):
+    """No network, a timeout, ``HF_HUB_OFFLINE`` with nothing cached, or the hub extra not installed."""

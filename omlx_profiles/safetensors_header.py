@@ -102,53 +102,69 @@ def read_header(path: str | os.PathLike) -> FileHeader:
     try:
         with open(p, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            head = f.read(8)
-            if len(head) < 8:
-                raise SafetensorsError(f"{p}: truncated safetensors file ({size} bytes; the 8-byte header length is missing)")
-            (n,) = struct.unpack("<Q", head)
-            if n > MAX_HEADER_BYTES:
-                raise SafetensorsError(
-                    f"{p}: header length {n} bytes exceeds the {MAX_HEADER_BYTES}-byte limit (not a safetensors file?)")
-            if n > size - 8:
-                raise SafetensorsError(f"{p}: header length {n} bytes runs past the end of the {size}-byte file (truncated?)")
+            n = header_length(p, f.read(8), size)
             raw = f.read(n)
     except OSError as e:
         raise SafetensorsError(f"{p}: cannot read ({e.strerror or e})") from None
     if len(raw) != n:
         raise SafetensorsError(f"{p}: truncated header ({len(raw)} of {n} bytes)")
+    return parse_header(p, raw, size)
+
+
+def header_length(where: object, head: bytes, size: int) -> int:
+    """The header length ``N`` the first 8 bytes claim, checked against the limit and the file size.
+
+    ``where`` names the file in messages (a local path, or ``hf://org/repo@rev/file`` for a remote one).
+    """
+    if len(head) < 8:
+        raise SafetensorsError(f"{where}: truncated safetensors file ({size} bytes; the 8-byte header length is missing)")
+    (n,) = struct.unpack("<Q", head[:8])
+    if n > MAX_HEADER_BYTES:
+        raise SafetensorsError(
+            f"{where}: header length {n} bytes exceeds the {MAX_HEADER_BYTES}-byte limit (not a safetensors file?)")
+    if n > size - 8:
+        raise SafetensorsError(f"{where}: header length {n} bytes runs past the end of the {size}-byte file (truncated?)")
+    return n
+
+
+def parse_header(p: Path, raw: bytes, size: int, where: object = None) -> FileHeader:
+    """The header JSON ``raw`` of a ``size``-byte file, parsed and checked (shared by local and remote reads:
+    ``where`` names a remote file in messages)."""
+    where = p if where is None else where
+    n = len(raw)
     entries = raw.count(b'"data_offsets"')  # counted before parsing: the parse is what costs seconds
     if entries > MAX_TENSORS:
-        raise SafetensorsError(f"{p}: header lists {entries:,} tensors; at most {MAX_TENSORS:,} per file are read "
+        raise SafetensorsError(f"{where}: header lists {entries:,} tensors; at most {MAX_TENSORS:,} per file are read "
                                "(a real shard holds a few thousand)")
     try:
         header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
     except UnicodeDecodeError as e:
-        raise SafetensorsError(f"{p}: header is not UTF-8 (byte {e.start})") from None
+        raise SafetensorsError(f"{where}: header is not UTF-8 (byte {e.start})") from None
     except json.JSONDecodeError as e:
-        raise SafetensorsError(f"{p}: header is not valid JSON ({e.msg} at byte {e.pos})") from None
+        raise SafetensorsError(f"{where}: header is not valid JSON ({e.msg} at byte {e.pos})") from None
     except RecursionError:
-        raise SafetensorsError(f"{p}: header JSON is nested too deeply") from None
+        raise SafetensorsError(f"{where}: header JSON is nested too deeply") from None
     except _DuplicateKey as e:
-        raise SafetensorsError(f"{p}: header names tensor {e.args[0]!r} twice") from None
+        raise SafetensorsError(f"{where}: header names tensor {e.args[0]!r} twice") from None
     if not isinstance(header, dict):
-        raise SafetensorsError(f"{p}: header must be a JSON object, got {type(header).__name__}")
+        raise SafetensorsError(f"{where}: header must be a JSON object, got {type(header).__name__}")
     data_len = size - 8 - n
     metadata = header.pop("__metadata__", None) or {}
     if not isinstance(metadata, dict):
-        raise SafetensorsError(f"{p}: __metadata__ must be an object of strings")
+        raise SafetensorsError(f"{where}: __metadata__ must be an object of strings")
     if len(header) > MAX_TENSORS:
-        raise SafetensorsError(f"{p}: header lists {len(header):,} tensors; at most {MAX_TENSORS:,} per file are read "
-                               "(a real shard holds a few thousand)")
+        raise SafetensorsError(f"{where}: header lists {len(header):,} tensors; at most {MAX_TENSORS:,} per file are "
+                               "read (a real shard holds a few thousand)")
     tensors, spans = [], []
     for name, entry in header.items():
-        t, span = _tensor(p, name, entry, data_len)
+        t, span = _tensor(where, name, entry, data_len)
         tensors.append(t)
         spans.append((span[0], span[1], name))
-    _check_layout(p, spans, data_len)
+    _check_layout(where, spans, data_len)
     return FileHeader(p, n, tuple(tensors), metadata)
 
 
-def _check_layout(p: Path, spans: list[tuple[int, int, str]], data_len: int) -> None:
+def _check_layout(p: object, spans: list[tuple[int, int, str]], data_len: int) -> None:
     """The tensors must tile the data section exactly, as the safetensors library requires: sorted by
     offset, each starts where the previous ended, the last ends at the end of the file. An overlap would
     count the same bytes twice; a gap is bytes no tensor owns (a corrupt or hand-made file)."""
@@ -166,7 +182,7 @@ def _check_layout(p: Path, spans: list[tuple[int, int, str]], data_len: int) -> 
                                f"{data_len - end} trailing bytes belong to no tensor")
 
 
-def _tensor(p: Path, name: str, entry: object, data_len: int) -> tuple[TensorInfo, tuple[int, int]]:
+def _tensor(p: object, name: str, entry: object, data_len: int) -> tuple[TensorInfo, tuple[int, int]]:
     where = f"{p}: tensor {name!r}"
     if not isinstance(entry, dict):
         raise SafetensorsError(f"{where}: entry must be an object with dtype, shape, data_offsets")
@@ -324,15 +340,24 @@ def _read_index(path: Path) -> dict[str, str]:
         size = path.stat().st_size
         if size > MAX_INDEX_BYTES:
             raise SafetensorsError(f"{path}: {size} bytes; an index is at most {MAX_INDEX_BYTES}")
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        raw = path.read_bytes()
     except OSError as e:
         raise SafetensorsError(f"{path}: cannot read ({e.strerror or e})") from None
+    return parse_index(path, raw)
+
+
+def parse_index(where: object, raw: bytes) -> dict[str, str]:
+    """``weight_map`` of an index file's bytes: tensor name -> shard file name (same directory)."""
+    if len(raw) > MAX_INDEX_BYTES:
+        raise SafetensorsError(f"{where}: {len(raw)} bytes; an index is at most {MAX_INDEX_BYTES}")
+    try:
+        data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise SafetensorsError(f"{path}: not valid JSON ({e})") from None
+        raise SafetensorsError(f"{where}: not valid JSON ({e})") from None
     wm = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(wm, dict):
-        raise SafetensorsError(f"{path}: needs a 'weight_map' object of tensor name -> shard file")
+        raise SafetensorsError(f"{where}: needs a 'weight_map' object of tensor name -> shard file")
     for k, v in wm.items():
         if not isinstance(v, str) or not v or "/" in v or "\\" in v or v in (".", "..") or "\x00" in v:
-            raise SafetensorsError(f"{path}: weight_map[{k!r}] must be a file name in the same directory, got {v!r}")
+            raise SafetensorsError(f"{where}: weight_map[{k!r}] must be a file name in the same directory, got {v!r}")
     return wm
