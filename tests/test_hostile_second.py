@@ -90,6 +90,8 @@ def test_chart_output_names_are_checked_first(name, workdir):
 def test_missing_optional_package_is_a_sentence(tmp_path, workdir, monkeypatch):
     import sys
 
+    for name in [m for m in sys.modules if m == "omlx_profiles.verify" or m.startswith("omlx_profiles.live")]:
+        monkeypatch.delitem(sys.modules, name)  # imported by earlier tests: make them import mlx again
     monkeypatch.setitem(sys.modules, "mlx", None)  # an install without the mlx extra
     monkeypatch.setitem(sys.modules, "mlx.core", None)
     r = run_main("extract", str(_model_dir(tmp_path)), "--verify")
