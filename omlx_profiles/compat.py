@@ -52,8 +52,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from .errors import OmlxProfilesError
-from .peak import routes as _routes
-from .peak.routes import _TILED_VERSION
+from .peak import kernels as _routes
+from .peak.kernels import _TILED_VERSION
 from .units import format_bytes
 
 logger = logging.getLogger(__name__)
@@ -228,7 +228,7 @@ class MemoryMonitor:
         """Use a resolved ``omlx_profiles`` profile (registry, config extraction or live model): every
         layer kind, head count and width the estimate needs. ``dtype_size`` (fractional KV widths, e.g.
         TurboQuant) and ``kv_bytes_per_token`` override the *block* accounting only (as in the seed)."""
-        from .kv import kv_report
+        from .kv.bytes import kv_report
         from .peak.fast import FastPeak
 
         self._clear_model()
@@ -287,8 +287,8 @@ class MemoryMonitor:
         n_q = num_attention_heads or num_kv_heads
         kv_layers = num_kv_cache_layers or num_layers
         act = compute_dtype_size if compute_dtype_size and compute_dtype_size > 0 else 2
-        from .profile import Profile
-        from .schema_models import CompleteVariant
+        from .registry.profile import Profile
+        from .schema.family import CompleteVariant
 
         v = CompleteVariant.model_validate({
             "mlx_model_type": "llama", "num_layers": num_layers, "dtype": _dtype_name(act),
@@ -364,7 +364,7 @@ class MemoryMonitor:
             return 0
         if self._kv_per_token_override is not None:
             return num_tokens * self._kv_per_token_override
-        from .kv import kv_report
+        from .kv.bytes import kv_report
 
         return kv_report(p, int(num_tokens)).total
 
@@ -524,7 +524,7 @@ def set_model_info_from_model(monitor: MemoryMonitor, model: Any) -> None:
     info, so the estimates raise (the seed left a 7B default / a no-op guard behind silently). Errors are
     logged, not raised, as in the seed."""
     try:
-        from .extract import profile_from_model  # lazy: imports mlx through the live probe
+        from .live.from_model import profile_from_model  # lazy: imports mlx through the live probe
     except ImportError as e:  # pragma: no cover - extraction ships with the extraction work
         logger.warning("set_model_info_from_model: profile extraction unavailable (%s)", e)
         return

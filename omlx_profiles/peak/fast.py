@@ -18,13 +18,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..dtypes import DTYPE_BYTES
-from ..kv import kv_report
-from ..profile import Profile
-from . import transient as T
-from .prefill import Request, _call_peak, _EntryState, _pinned, prefill_peak
-from .routes import _TILED_VERSION, KernelRoutes, tiled_state
+from ..kv.bytes import kv_report
+from ..kv.replay import STEP
+from ..registry.profile import Profile
+from . import executor
+from .ops.recurrent import state_snapshot_bytes
+from .prefill import Request, _call_peak, _pinned, prefill_peak
+from .replay import EntryState
+from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 
-STEP = 256
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,10 @@ class FastPeak:
         self._lines: dict[int, Lines] = {}
         self._exact = lru_cache(maxsize=4096)(self._exact_uncached)
         self._prefix = lru_cache(maxsize=1024)(self._prefix_uncached)
+        from .basis import MEASURED, basis_for
+
+        kind = basis_for(profile, self.routes).kind
+        self._worst = None if kind == MEASURED else kind
 
     # -- public -------------------------------------------------------------------------------------
     def peak(self, new_tokens: int, chunk: int, cached: int = 0) -> int:
@@ -61,9 +67,11 @@ class FastPeak:
             self._lines.clear()
             self._exact.cache_clear()
             self._tiled_gen = tiled_state()[0]
-        if self.routes.executor.graph_commit is not None:
+        if self.routes.executor.graph_commit is not None or self._worst == "bound":
             # CUDA: the live set follows graph-commit boundaries, which move with kL, so the per-position
-            # lines do not hold; answer exactly, memoized per 256 tokens (rounded up: the safe side)
+            # lines do not hold; nor do they describe a ``bound`` basis's worst-case items (peak/basis.py):
+            # answer exactly, memoized per 256 tokens (rounded up: the safe side). A ``derived`` basis on
+            # Metal is the op model over a longer window: its positions are lines too (``_sums``).
             up = -(-new_tokens // STEP) * STEP
             return self._exact(up, chunk, cached)
         L = self._lines.get(chunk)
@@ -91,28 +99,30 @@ class FastPeak:
         sat = max(wins + chunks + [0]) + 2 * S + 2 * STEP
         k1 = -(-max(sat, 4 * S) // STEP) * STEP
         k2 = k1 + 16 * STEP
-        s1 = self._sums(chunk, k1)
-        s2 = self._sums(chunk, k2)
         den = k2 - k1
         lines = []
-        for pos in s1:
-            v1, v2 = s1[pos], s2.get(pos, s1[pos])
-            b = v2 - v1  # per (k2 - k1) keys
-            a = v1 - b * k1 / den
-            lines.append((a, b))
+        # one set of window positions per window the call slid (the op model's; with a derived basis also
+        # the whole run-ahead window's, whose larger value is the answer)
+        for s1, s2 in zip(self._sums(chunk, k1), self._sums(chunk, k2)):
+            for pos in s1:
+                v1, v2 = s1[pos], s2.get(pos, s1[pos])
+                b = v2 - v1  # per (k2 - k1) keys
+                a = v1 - b * k1 / den
+                lines.append((a, b))
         # exact integers, rounded up so the lines never fall below the sampled points
         ilines = {(int(-(-a // 1)) + 1, int(-(-b // 1))) for a, b in lines}
         env = _envelope(sorted(ilines), k1, den)
         return Lines(k1, tuple((a * den, b) for a, b in env), den)
 
-    def _sums(self, chunk: int, kl: int) -> dict[float, int]:
-        """Every window position's total (held + growth + pinned + window) for a full chunk ending at kl."""
+    def _sums(self, chunk: int, kl: int) -> list[dict[float, int]]:
+        """Every window position's total (held + growth + pinned + window) for a full chunk ending at kl, per
+        window slid (one; two with a ``derived`` basis)."""
         p = self.profile
         act = DTYPE_BYTES[self.dtype]
         S = chunk
         off = kl - S
         # replay a generate-style history up to ``off`` so held/old rows are exact for this offset
-        states = {name: [_EntryState(e) for e in lt.entries] for name, lt in p.layer_types.items()}
+        states = {name: [EntryState(e) for e in lt.entries] for name, lt in p.layer_types.items()}
         counts: dict[str, int] = {}
         for n in p.layer_names:
             counts[n] = counts.get(n, 0) + 1
@@ -129,7 +139,7 @@ class FastPeak:
                 e = st.e
                 if e.kind == "state":
                     held += counts[name] * e.state_bytes(act)
-                    held += counts[name] * T.state_snapshot_bytes(p, p.layer_types[name], e, S, act)
+                    held += counts[name] * state_snapshot_bytes(p, p.layer_types[name], e, S, act)
                 elif e.kind != "none":
                     held += counts[name] * st.rows() * e.row_elements * act
         steps = {name: tuple(st.step(S) for st in sts) for name, sts in states.items()}
@@ -138,18 +148,18 @@ class FastPeak:
             for st, stp in zip(sts, steps[name]):
                 if st.e.kind not in ("state", "none"):
                     growth += counts[name] * max(0, stp.new_rows - stp.old_rows) * st.e.row_elements * act
-        T._ALL_SUMS = []
+        executor._ALL_SUMS = []
         try:
             _, tiled = tiled_state()
             _call_peak(p, 1, S, off, steps, self.routes, tiled, self.dtype, act, self.nax,
                        self.routes.executor.window_for(S), last=False, kv_before=held, snap_before=0,
-                       growth=growth, direct=False)
-            sums = T._ALL_SUMS[0]
+                       growth=growth, direct=False, worst=self._worst)
+            all_sums = list(executor._ALL_SUMS)
         finally:
-            T._ALL_SUMS = None
+            executor._ALL_SUMS = None
         pinned = sum(_pinned(p, steps, S, act).values())
         base = held + growth + pinned
-        return {pos: int(-(-v // 1)) + base for pos, v in sums.items()}
+        return [{pos: int(-(-v // 1)) + base for pos, v in sums.items()} for sums in all_sums]
 
 
 def _envelope(lines: list[tuple[int, int]], x0: int, den: int, x1: int = 1 << 24) -> list[tuple[int, int]]:
