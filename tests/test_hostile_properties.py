@@ -12,7 +12,7 @@ import struct
 
 from hypothesis import HealthCheck, given, settings
 
-from omlx_profiles.safetensors_header import SafetensorsError, read_header
+from omlx_profiles.estimate.safetensors import SafetensorsError, read_header
 
 from .hostile.harness import CONTROL, run_main
 from .hostile.strategies import config_text, configs, safetensors_files

@@ -15,7 +15,7 @@ import struct
 
 from hypothesis import strategies as st
 
-from omlx_profiles.safetensors_header import DTYPE_BITS
+from omlx_profiles.estimate.safetensors import DTYPE_BITS
 
 BASE_CONFIG = {
     "architectures": ["Qwen3ForCausalLM"], "head_dim": 128, "hidden_size": 4096, "intermediate_size": 12288,
