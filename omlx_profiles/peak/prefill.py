@@ -30,6 +30,18 @@ from .routes import KernelRoutes, tiled_state
 _TAIL_CALLS = 3
 SMALL_ARRAYS = 64 * 1024
 MAX_CALLS = 1 << 20  # a replay longer than this is not a real prompt (16M tokens at chunk 16)
+# The caches a fractional KV width (``kv_scale``: oMLX's TurboQuant) applies to: the full-attention ones.
+# Sliding windows and recurrent state pass through TurboQuant at the activation width.
+KV_SCALED_KINDS = frozenset({"full", "latent", "indexer"})
+
+
+def scale_up(nbytes: int, kv_scale: float) -> int:
+    """``nbytes`` at ``kv_scale`` of its width, rounded up (never below the scaled bytes)."""
+    if kv_scale == 1.0:
+        return nbytes
+    v = nbytes * kv_scale
+    i = int(v)
+    return i if i == v else i + 1
 
 
 @dataclass(frozen=True)
@@ -224,10 +236,16 @@ def _validate_profile(p: Profile) -> None:
 
 def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", mlx_version: str | None = None,
                  dtype: str | None = None, nax: bool = False, routes: KernelRoutes | None = None,
-                 all_calls: bool = False) -> Breakdown:
+                 all_calls: bool = False, kv_scale: float = 1.0) -> Breakdown:
     """The prefill peak of ``request`` on ``backend`` (see the module doc). ``dtype`` overrides the
     profile's activation dtype (an MoE model on MLX's CPU backend runs in fp32). ``all_calls`` evaluates
-    every call instead of the first and the last few."""
+    every call instead of the first and the last few. ``kv_scale``: the full-attention caches' stored
+    bytes per activation-width byte (a fractional KV width such as oMLX's TurboQuant: below 1); it scales
+    what those caches hold and add, not the copies a growing cache makes while it runs (kept at the
+    activation width: the safe side, nothing measured says how a quantized cache grows)."""
+    if isinstance(kv_scale, bool) or not isinstance(kv_scale, (int, float)) or not (0 < kv_scale < float("inf")):
+        raise InputError(f"kv_scale must be a positive finite number, got {kv_scale!r}")
+    kv_scale = float(kv_scale)
     _validate_profile(profile)
     p = profile
     dt, act = _activation_dtype(p, dtype)
@@ -250,13 +268,17 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
         counts[n] = counts.get(n, 0) + 1
 
     def held(started: bool, q_prev: int) -> tuple[int, int]:
-        kv = snap = 0
+        kv = snap = scaled = 0
         for name, sts in states.items():
             for st in sts:
-                kv += counts[name] * _entry_bytes(st.e, st.rows(), act, st.off > 0)
+                b = counts[name] * _entry_bytes(st.e, st.rows(), act, st.off > 0)
+                if st.e.kind in KV_SCALED_KINDS:
+                    scaled += b
+                else:
+                    kv += b
                 if st.e.kind == "state" and st.off > 0 and q_prev > 1:
                     snap += counts[name] * T.state_snapshot_bytes(p, types[name], st.e, q_prev, act)
-        return kv, snap
+        return kv + scale_up(scaled, kv_scale), snap
 
     offset = _fill_prefix(states, prefix_calls)
     prefix_held, prefix_snap = held(True, 0)  # the last prefix call was 1 token: no conv view left
@@ -271,7 +293,7 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
         kv_before, snap_before = held(True, q_prev)
         steps = {name: tuple(st.step(s) for st in sts) for name, sts in states.items()}
         if ci in wanted:
-            growth = 0
+            growth = growth_scaled = 0
             for name, sts in states.items():
                 for st, stp in zip(sts, steps[name]):
                     e = st.e
@@ -279,7 +301,11 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
                         add = e.state_bytes(act) if stp.old_rows == 0 else 0
                     else:
                         add = max(0, stp.new_rows - stp.old_rows) * e.row_elements * act
-                    growth += counts[name] * add
+                    if e.kind in KV_SCALED_KINDS:
+                        growth_scaled += counts[name] * add
+                    else:
+                        growth += counts[name] * add
+            growth += scale_up(growth_scaled, kv_scale)
             cp = _call_peak(p, ci, s, offset, steps, kr, tiled, dt, act, nax, window, last=(ci == n_calls - 1),
                             kv_before=kv_before, snap_before=snap_before, growth=growth,
                             direct=request.schedule == "direct")
