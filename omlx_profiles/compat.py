@@ -229,6 +229,12 @@ def _mlx_version() -> str | None:
     return getattr(_mx(), "__version__", None)
 
 
+def _step_rows(tokens: int) -> int:
+    """Rows a ``KVCache`` holds after ``tokens``: mlx-lm allocates in steps of 256 (measured: the live caches
+    of every family agree, tests/test_kv_live.py); oMLX's per-token override counted ``tokens``."""
+    return -(-int(tokens) // 256) * 256
+
+
 def _positive_number(name: str, v: Any, *, allow_none: bool = True) -> None:
     if v is None and allow_none:
         return
@@ -542,7 +548,7 @@ class MemoryMonitor:
         if self._profile is None:
             return self._no_info("estimate_prompt_kv_bytes")
         if self._kv_bytes_per_token_override is not None:
-            return num_tokens * self._kv_bytes_per_token_override
+            return _step_rows(num_tokens) * self._kv_bytes_per_token_override
         kv = self._scaled_kv(num_tokens)
         other = self._prefill_memory_profile
         if other is not None and hasattr(other, "estimate_resident_kv_bytes"):
@@ -566,7 +572,7 @@ class MemoryMonitor:
             self._no_info("estimate_resident_kv_bytes")
             return self._fixed_state_bytes
         if self._kv_bytes_per_token_override is not None:
-            return n * self._kv_bytes_per_token_override + self._fixed_state_bytes
+            return _step_rows(n) * self._kv_bytes_per_token_override + self._fixed_state_bytes
         from .kv import kv_report
         from .peak.prefill import KV_SCALED_KINDS, scale_up
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from ..dtypes import DTYPE_BYTES
 from ..errors import InputError, UnsupportedError
 from ..profile import CacheEntry, Profile
-from ..rows import STEP, SCHEDULES, ChunkedState, RotatingState, calls_for
+from ..rows import STEP, SCHEDULES, ChunkedState, RotatingState, calls_for, kv_advance, runs
 from ..units import format_bytes
 from ..validation import check_count
 from . import transient as T
@@ -145,6 +145,22 @@ class _EntryState:
         self.off = 0
         self.rot = RotatingState(e.window, e.keep) if e.kind == "sliding" else None
         self.chk = ChunkedState(e.chunk) if e.kind == "chunked" else None
+
+    def advance(self, s: int, k: int) -> None:
+        """``k`` calls of ``s`` tokens whose steps nobody reads (a prefix): the same state as ``step`` k
+        times, in far fewer steps."""
+        e = self.e
+        if e.kind == "none" or k <= 0:
+            return
+        if e.kind == "state":
+            self.off += s * k
+        elif e.kind == "sliding":
+            self.rot.advance(s, k)
+        elif e.kind == "chunked":
+            for _ in range(k):
+                self.step(s)
+        else:
+            self.cap, self.off = kv_advance(self.cap, self.off, s, k)
 
     def rows(self) -> int:
         if self.rot is not None:
@@ -369,11 +385,13 @@ def _calls(request: Request) -> tuple[list[int], list[int]]:
 
 
 def _fill_prefix(states: dict, prefix_calls: list[int]) -> int:
-    """Step every cache through the calls that filled the prefix; returns the tokens they hold."""
-    for s in prefix_calls:
+    """Step every cache through the calls that filled the prefix; returns the tokens they hold. Runs of
+    equal calls are fast-forwarded (``_EntryState.advance``): a million-token prefix fed one token at a
+    time costs a few thousand steps, not a million."""
+    for s, k in runs(prefix_calls):
         for sts in states.values():
             for st in sts:
-                st.step(s)
+                st.advance(s, k)
     return sum(prefix_calls)
 
 
