@@ -709,9 +709,7 @@ class MemoryMonitor:
             return self._no_info("estimate_chunk_transient_bytes")
         if n == 0:
             return 0
-        cached = max(kv, n) - n
-        # one call of n queries after ``cached`` resident tokens (then generate_step's last token)
-        return int(self._fast.peak(n + 1, n, cached))
+        return self._fast.chunk_transient(n, kv)
 
     def estimate_blocks_to_free(self, bytes_to_free: int, block_size: int) -> int:
         """Blocks of ``block_size`` tokens to evict to free ``bytes_to_free`` (rounded up, at least 1).

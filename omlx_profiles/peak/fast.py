@@ -48,6 +48,7 @@ class Lines:
     kl_min: int
     lines: tuple[tuple[int, int], ...]  # (a * den, b): value = ceil((a * den + b * kL) / den)
     den: int
+    beyond: tuple[tuple[int, int], ...] = ()  # the same call over what it held before (no request margin)
 
 
 class FastPeak:
@@ -90,19 +91,67 @@ class FastPeak:
             L = self._lines[chunk] = _EXACT if self._always_exact else self._build(chunk)
         if L is _EXACT:
             # CUDA: the live set follows graph-commit boundaries, which move with kL; chunked attention:
-            # rows cycle with kL. No line holds: answer exactly, memoized per 256 tokens (rounded up: the
-            # safe side, the peak grows with the prompt)
-            return self._exact(-(-new_tokens // STEP) * STEP, chunk, cached)
-        kl = cached + new_tokens - 1
-        if new_tokens <= chunk or kl < L.kl_min:
+            # rows cycle with kL. No line holds: answer exactly (memoized). Not rounded to a coarser
+            # prompt length: the exact CUDA peak is not monotone in it (a shorter prompt's last calls can
+            # peak higher: the first block a one-token call allocates, the graph-commit alignment)
             return self._exact(new_tokens, chunk, cached)
+        if new_tokens <= chunk:  # one call (and the last token): exact, memoized
+            return self._exact(new_tokens, chunk, cached)
+        kl = cached + new_tokens - 1
         lines = L.lines
         best = lines[0][0] + lines[0][1] * kl
         for a, b in lines[1:]:
             v = a + b * kl
             if v > best:
                 best = v
-        return -(-best // L.den) - self._prefix(cached, chunk) if cached else -(-best // L.den)
+        v = -(-best // L.den) - self._prefix(cached, chunk) if cached else -(-best // L.den)
+        if kl < L.kl_min:
+            # below the sampled range (sliding windows still filling): the lines still bound the call from
+            # above (every term they extrapolate only grows with kL), and the exact model of this very
+            # request is taken too, so the answer is never below it; taking the lines keeps it monotone
+            e = self._exact(new_tokens, chunk, cached)
+            return e if e > v else v
+        return v
+
+    def chunk_transient(self, n: int, kv_len: int) -> int:
+        """What ONE call of ``n`` queries over ``kv_len`` keys allocates beyond the caches it held before
+        (bytes; never negative, never below the exact model of that call after a prefix fed in chunks of
+        ``n``): the rows it adds, the old buffers a growing cache copies, the activations in flight. The
+        caches' history is unknown to the caller (oMLX's throttle picks chunk sizes as it goes), so the
+        call is taken in the worst capacity phase -- it grows the cache -- and never below a fresh
+        cache's first call, which also makes the answer grow with ``kv_len`` (CPU / Metal; CUDA answers
+        the exact model of that history, which does not always grow with ``kv_len``)."""
+        if n <= 0:
+            return 0
+        kv = kv_len if kv_len > n else n
+        cached = kv - n
+        if _TILED_VERSION[0] != self._tiled_gen:
+            self._lines.clear()
+            self._exact.cache_clear()
+            self._tiled_gen = tiled_state()[0]
+        L = self._lines.get(n)
+        if L is None:
+            L = self._lines[n] = _EXACT if self._always_exact else self._build(n)
+        first = self._exact(n + 1, n, 0)  # a fresh cache's first call: its first blocks (every cache kind)
+        if L is _EXACT:
+            e = self._exact(n + 1, n, cached)
+            return e if e > first else first
+        lines = L.beyond
+        best = lines[0][0] + lines[0][1] * kv
+        for a, b in lines[1:]:
+            v = a + b * kv
+            if v > best:
+                best = v
+        v = -(-best // L.den)
+        if kv < L.kl_min:
+            # below the sampled range the lines are extrapolated: also take the exact model of this call,
+            # so the answer is never below it
+            e = self._exact(n + 1, n, cached)
+            if e > v:
+                v = e
+        # never below a fresh cache's first call either (it allocates the first block of every cache,
+        # sliding ones too, which a later call in the worst phase may not): the answer grows with kv_len
+        return v if v > first else first
 
     # -- internals ----------------------------------------------------------------------------------
     def _exact_uncached(self, new_tokens: int, chunk: int, cached: int) -> int:
@@ -136,23 +185,27 @@ class FastPeak:
         # trim, so the capacity it starts from can sit the furthest past the offset (the worst phase)
         k1 = -(-max(sat, 4 * S) // STEP) * STEP + chunk
         k2 = k1 + 16 * STEP
-        s1 = self._sums(chunk, k1)
-        s2 = self._sums(chunk, k2)
+        s1, h1 = self._sums(chunk, k1)
+        s2, h2 = self._sums(chunk, k2)
         den = k2 - k1
         margin = STEP * self._step_row_bytes()  # the shorter last call's / final token's step rounding
-        lines = []
-        for pos in s1:
-            v1, v2 = s1[pos] + margin, s2.get(pos, s1[pos]) + margin
-            b = v2 - v1  # per (k2 - k1) keys
-            a = v1 - b * k1 / den
-            lines.append((a, b))
-        # exact integers, rounded up so the lines never fall below the sampled points
-        ilines = {(int(-(-a // 1)) + 1, int(-(-b // 1))) for a, b in lines}
-        env = _envelope(sorted(ilines), k1, den)
-        return Lines(k1, tuple((a * den, b) for a, b in env), den)
 
-    def _sums(self, chunk: int, kl: int) -> dict[float, int]:
-        """Every window position's total (held + growth + pinned + window) for a full chunk ending at kl."""
+        def fit(shift1: int, shift2: int) -> tuple[tuple[int, int], ...]:
+            lines = []
+            for pos in s1:
+                v1, v2 = s1[pos] + shift1, s2.get(pos, s1[pos]) + shift2
+                b = v2 - v1  # per (k2 - k1) keys
+                a = v1 - b * k1 / den
+                lines.append((a, b))
+            # exact integers, rounded up so the lines never fall below the sampled points
+            ilines = {(int(-(-a // 1)) + 1, int(-(-b // 1))) for a, b in lines}
+            return tuple((a * den, b) for a, b in _envelope(sorted(ilines), k1, den))
+
+        return Lines(k1, fit(margin, margin), den, beyond=fit(-h1, -h2))
+
+    def _sums(self, chunk: int, kl: int) -> tuple[dict[float, int], int]:
+        """Every window position's total (held + growth + pinned + window) for a full chunk ending at kl,
+        and the held part of it (what the caches held before the call, in the worst phase)."""
         p = self.profile
         act = DTYPE_BYTES[self.dtype]
         S = chunk
@@ -215,7 +268,7 @@ class FastPeak:
             T._ALL_SUMS = None
         pinned = sum(_pinned(p, steps, S, act).values())
         base = held + growth + pinned
-        return {pos: int(-(-v // 1)) + base for pos, v in sums.items()}
+        return {pos: int(-(-v // 1)) + base for pos, v in sums.items()}, held
 
 
 def _scaled_total(profile: Profile, rep, kv_scale: float) -> int:
