@@ -82,6 +82,9 @@ class Profile:
     tie_word_embeddings: bool | None = None
     max_context: int | None = None
     attention_sinks: bool = False
+    # a pipeline stage that sends its output to the next stage (mlx-lm's PipelineMixin: every rank but 0)
+    # computes its last layer in every prefill chunk; a whole model leaves it to the cache update only
+    sends_output: bool = False
     mla: Any = None
     moe: Any = None
     weights: Any = None

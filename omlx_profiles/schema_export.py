@@ -20,7 +20,11 @@ def _schema(model, name: str, title: str) -> dict:
 
 
 def schemas() -> dict[str, dict]:
+    from .sharding.schema import ShardingFile
+
     return {
+        "sharding.schema.json": _schema(ShardingFile, "sharding.schema.json",
+                                        "omlx-profiles mlx-lm sharding plan (tensor / pipeline, per module)"),
         "profile.schema.json": _schema(ProfileFile, "profile.schema.json", "omlx-profiles model family profile"),
         "kernels.schema.json": _schema(KernelRoutesFile, "kernels.schema.json", "omlx-profiles SDPA kernel routes"),
     }

@@ -67,6 +67,13 @@ MODELS = {
     "llama-3.2-3b-instruct": "llama-3.2-3b-instruct.json",  # 24 q / 8 kv, tied embeddings
     "smollm3-3b": "smollm3-3b.json",  # llama-like, RoPE skipped every 4th layer
     "nemotron-h-56b-base-8k": "nemotron-h-56b-base-8k.json",  # Mamba2 hybrid (54 M : 10 attention : 54 MLP layers)
+    # issue 14 (session 4): real attention widths, layers and routed experts cut to fit one H200 (weights
+    # ~10-20 GB): DeepSeek-V3 / V3.2 with their first 8 layers (3 dense + 5 MoE) and 16 of 256 routed
+    # experts (top-8 kept); Qwen3-Next-80B-A3B with its first 8 layers (6 gated-DeltaNet + 2 full
+    # attention) and 64 of 512 experts (top-10 kept). Everything else as in the real config.
+    "deepseek-v3-8l-16e": "deepseek-v3-8l-16e.json",
+    "deepseek-v3.2-8l-16e": "deepseek-v3.2-8l-16e.json",
+    "qwen3-next-80b-a3b-8l-64e": "qwen3-next-80b-a3b-8l-64e.json",
 }
 HELD_OUT = ["qwen3-32b", "mixtral-8x7b-v0.1", "phi-3-mini-4k-instruct", "qwen2.5-7b-instruct", "mistral-7b-v0.3"]
 DEFAULT_MODELS = [m for m in MODELS if m != "qwen3.5-27b" and m not in HELD_OUT]

@@ -56,19 +56,26 @@ def register(sub) -> None:
     add_model_args(p, many=True)
     p.add_argument("--max-tokens", type=tokens_arg, default=256 * 1024, metavar="N",
                    help="right end of the context axis (default 256k)")
-    p.add_argument("--budget", type=size_arg, metavar="SIZE", help="memory budget line, e.g. 64GiB")
+    from .sharded import add_shard_args, budgets_arg
+
+    p.add_argument("--budget", type=budgets_arg, metavar="SIZE", help="memory budget line, e.g. 64GiB")
     p.add_argument("-o", "--output", default="mem.png", metavar="PNG", help="output file (default mem.png)")
     p.add_argument("--points", type=int, default=DEFAULT_POINTS, help=argparse.SUPPRESS)
     from .cmd_fit import add_request_args
 
     add_request_args(p)
+    add_shard_args(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from .cmd_fit import resolve_weights, series_for
     from .common import resolve_model
+    from .sharded import chart_series, single_budget, wants_sharding
 
+    sharded = wants_sharding(args)
+    if not sharded:
+        single_budget(args)
     models = list(args.model or [])
     if not models and not args.config:
         raise InputError("give at least one MODEL (or --config PATH)")
@@ -81,7 +88,11 @@ def run(args) -> int:
     if not 8 <= args.points <= 2000:
         raise InputError("--points must be between 8 and 2000")
     out = []
-    for q in models or [None]:
+    if sharded:
+        if len(models) > 1:
+            raise InputError("chart --ranks draws one model (one panel per rank): give a single MODEL")
+        out = chart_series(resolve_model(args, models[0] if models else None), args)
+    for q in (models or [None]) if not sharded else []:
         res = resolve_model(args, q)
         weights = resolve_weights(res, args)
         out.append(series_for(res, weights, args))

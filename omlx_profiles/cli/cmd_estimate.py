@@ -39,8 +39,12 @@ def register(sub) -> None:
     p.add_argument("--backend", choices=("metal", "cuda", "cpu"),
                    help="MLX backend whose kernels run the prefill (default metal)")
     p.add_argument("--mlx-version", metavar="V", help="MLX version: picks the kernel routes (default: the newest table)")
-    p.add_argument("--budget", type=size_arg, metavar="SIZE",
-                   help="memory budget (e.g. 24GiB): exit 1 when weights + prefill peak exceed it less the reserve")
+    from .sharded import add_shard_args, budgets_arg
+
+    p.add_argument("--budget", type=budgets_arg, metavar="SIZE",
+                   help="memory budget (e.g. 24GiB): exit 1 when weights + prefill peak exceed it less the reserve; "
+                        "with --ranks one per rank (192GiB,128GiB) or one for all")
+    add_shard_args(p)
     p.add_argument("--json", action="store_true", help="machine-readable output (stable keys, see README)")
     p.set_defaults(func=run)
 
@@ -57,7 +61,11 @@ def run(args) -> int:
     from dataclasses import replace
 
     from .cmd_fit import resolve_weights
+    from .sharded import run_estimate, single_budget, wants_sharding
 
+    if wants_sharding(args):
+        return run_estimate(args)
+    single_budget(args)
     res = resolve_model(args)
     weights = resolve_weights(res, args)  # exact from a local dir's safetensors headers, else the profile
     est = build_estimate(res, replace(options(args), weights=weights))

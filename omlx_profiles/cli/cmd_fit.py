@@ -57,9 +57,13 @@ def register(sub) -> None:
                "2 usage or input error",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_args(p)
-    p.add_argument("--budget", type=size_arg, required=True, metavar="SIZE",
-                   help="memory MLX may use, e.g. 64GiB (on a Mac: the GPU working set, not the RAM size)")
+    from .sharded import add_shard_args, budgets_arg
+
+    p.add_argument("--budget", type=budgets_arg, required=True, metavar="SIZE",
+                   help="memory MLX may use, e.g. 64GiB (on a Mac: the GPU working set, not the RAM size); "
+                        "with --ranks one per rank (192GiB,128GiB) or one for all")
     add_request_args(p)
+    add_shard_args(p)
     p.add_argument("--json", action="store_true", help="machine-readable output (max_tokens, at_max, next)")
     p.set_defaults(func=run)
 
@@ -172,7 +176,11 @@ def compute_fit(res, args, budget: int) -> dict:
 def run(args) -> int:
     from ..render import render_fit
     from .common import resolve_model
+    from .sharded import run_fit, single_budget, wants_sharding
 
+    if wants_sharding(args):
+        return run_fit(args)
+    single_budget(args)
     res = resolve_model(args)
     fit = compute_fit(res, args, args.budget)
     if args.json:

@@ -432,7 +432,7 @@ def _call_items(p: Profile, s: int, offset: int, steps: dict, kr: KernelRoutes, 
     compute_all = last or direct
     for i, name in enumerate(p.layer_names):
         lt = p.layer_types[name]
-        cache_only = (i == n - 1) and not compute_all
+        cache_only = (i == n - 1) and not compute_all and not p.sends_output
         cache = per_type_cache_only if cache_only else per_type
         if name not in cache:
             cache[name] = T.layer_items(p, lt, steps[name], ctx, cache_only=cache_only)
