@@ -285,6 +285,7 @@ class MemoryMonitor:
         self._kv_bytes_per_token_override: float | None = None
         self._kv_scale: float = 1.0
         self._store_scale: float = 1.0
+        self._plain = False  # model info, and nothing added to the fast path's answer (the hot path)
         self._num_layers = self._num_kv_heads = self._head_dim = None
         self._num_attention_heads = self._num_kv_cache_layers = None
         self._rotating_layer_specs: tuple[tuple[int, int], ...] = ()
@@ -343,7 +344,12 @@ class MemoryMonitor:
         full = kv_report(profile, 512, schedule="direct").total - kv_report(profile, 256, schedule="direct").total
         self._kv_per_token = full // 256
 
+    def _update_plain(self) -> None:
+        self._plain = (self._fast is not None and self._store_scale == 1.0 and not self._ane_prefill_transient_bytes
+                       and self._prefill_memory_profile is None)
+
     def _log_model(self, what: str) -> None:
+        self._update_plain()
         logger.info("Model info set from %s: %s per 64-token block, KV width x%.3f, backend %s", what,
                     format_bytes(self.estimate_block_memory(64)), self._kv_scale, self._backend)
 
@@ -409,6 +415,7 @@ class MemoryMonitor:
         if isinstance(prefill_memory_profile, ProfilePrefillMemory) and ours is not None:
             self.set_profile(ours, dtype_size=dtype_size)
             self._ane_prefill_transient_bytes = max(int(ane), 0)
+            self._update_plain()
             return
 
         n_q = num_attention_heads or num_kv_heads
@@ -604,10 +611,11 @@ class MemoryMonitor:
         tokens' KV + one SDPA call; this is the measured mechanism (``omlx_profiles.peak``). Without model
         info: 0 (logged), as oMLX. Never negative, never below the exact model: the precomputed fast path
         ``omlx_profiles.peak.fast.FastPeak.peak`` (a multiply, an add and a division for most models)."""
+        if self._plain and type(new_tokens) is int and type(chunk_size) is int and type(cached_tokens) is int \
+                and new_tokens >= 0 and chunk_size >= 1 and cached_tokens >= 0:
+            return self._fast.peak(new_tokens, chunk_size, cached_tokens)
+        new_tokens, chunk_size, cached_tokens = _counts(new_tokens, chunk_size, cached_tokens)
         f = self._fast
-        if type(new_tokens) is not int or type(chunk_size) is not int or type(cached_tokens) is not int \
-                or new_tokens < 0 or chunk_size < 1 or cached_tokens < 0:
-            new_tokens, chunk_size, cached_tokens = _counts(new_tokens, chunk_size, cached_tokens)
         if f is None:
             return self._no_info("estimate_prefill_peak_bytes")
         peak = f.peak(new_tokens, chunk_size, cached_tokens)

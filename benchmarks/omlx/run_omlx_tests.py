@@ -9,9 +9,9 @@ What it does:
 1. lays out oMLX's tree at ``--commit`` from a local git copy (``--omlx-repo``: a bare or normal git
    directory of github.com/jasonpaulso/omlx, e.g. the one the ``fetch`` tool brings), skipping blobs the
    copy does not hold (large eval data files, never imported by these tests);
-2. ``--mode facade`` (default) replaces ``omlx/memory_monitor.py`` with ``from omlx_profiles.compat import
-   *`` (plus the two private constants oMLX's tests import); ``--mode original`` keeps oMLX's module, as the
-   reference run;
+2. ``--mode facade`` (default) replaces ``omlx/memory_monitor.py`` with the one line
+   ``from omlx_profiles.compat import *`` (README, "Using it in oMLX"); ``--mode original`` keeps oMLX's
+   module, as the reference run;
 3. makes a venv OUTSIDE the project's venv (``--venv``, default ``~/.cache/omlx-profiles/omlx-venv``) and
    installs oMLX's pinned test dependencies from PyPI (oMLX pins mlx-lm / mlx-vlm / dflash-mlx to git
    commits; PyPI carries the same releases: mlx-lm 0.31.3 is the pinned commit's version);
@@ -78,8 +78,6 @@ DEPS = [
 
 SHIM = '''"""oMLX's memory monitor, replaced by omlx-profiles' facade (benchmarks/omlx/run_omlx_tests.py)."""
 from omlx_profiles.compat import *  # noqa: F401,F403
-from omlx_profiles.compat import __all__ as _facade_all  # noqa: F401
-from omlx_profiles.compat import _SDPA_FALLBACK_SCORE_DTYPE_SIZE, _cfg_get, _pos_int  # noqa: F401
 '''
 
 

@@ -78,8 +78,24 @@ class FastPeak:
     def peak(self, new_tokens: int, chunk: int, cached: int = 0) -> int:
         """Prefill peak over what was held before the prompt (bytes): never below ``prefill_peak`` of the
         same request, never negative. The hot path (oMLX's admission guard calls it per request): a dict
-        look-up and a few integer operations once the chunk size's lines exist. Arguments are counts
-        (``new_tokens >= 0``, ``chunk >= 1``, ``cached >= 0``); callers validate them."""
+        look-up and a few integer operations once the chunk size's lines exist; everything else goes
+        through ``_peak``. Arguments are counts (``new_tokens >= 0``, ``chunk >= 1``, ``cached >= 0``);
+        callers validate them."""
+        L = self._lines.get(chunk)
+        if L is None or L is _EXACT or new_tokens <= chunk or _TILED_VERSION[0] != self._tiled_gen:
+            return self._peak(new_tokens, chunk, cached)
+        kl = cached + new_tokens - 1
+        if kl < L.kl_min:
+            return self._peak(new_tokens, chunk, cached)
+        lines = L.lines
+        best = lines[0][0] + lines[0][1] * kl
+        for a, b in lines[1:]:
+            v = a + b * kl
+            if v > best:
+                best = v
+        return -(-best // L.den) - self._prefix(cached, chunk) if cached else -(-best // L.den)
+
+    def _peak(self, new_tokens: int, chunk: int, cached: int) -> int:
         if new_tokens <= 0:
             return 0
         if _TILED_VERSION[0] != self._tiled_gen:  # a tiled kernel was (un)registered: recompute
@@ -99,11 +115,7 @@ class FastPeak:
             return self._exact(new_tokens, chunk, cached)
         kl = cached + new_tokens - 1
         lines = L.lines
-        best = lines[0][0] + lines[0][1] * kl
-        for a, b in lines[1:]:
-            v = a + b * kl
-            if v > best:
-                best = v
+        best = max(a + b * kl for a, b in lines)
         v = -(-best // L.den) - self._prefix(cached, chunk) if cached else -(-best // L.den)
         if kl < L.kl_min:
             # below the sampled range (sliding windows still filling): the lines still bound the call from
