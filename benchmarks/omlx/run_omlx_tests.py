@@ -139,6 +139,7 @@ def run(py: Path, src: Path, junit: Path, extra: list[str], backend: str | None)
     if backend:
         env["OMLX_PROFILES_BACKEND"] = backend
     cmd = [str(py), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", f"--junitxml={junit}",
+           "--continue-on-collection-errors",
            "-W", "ignore::DeprecationWarning", *TESTS, *extra]
     print("+", " ".join(cmd), flush=True)
     return subprocess.run(cmd, cwd=src, env=env).returncode
