@@ -4,6 +4,7 @@ The CLI turns them into one-line messages and an exit code; nothing reaches the 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -30,6 +31,19 @@ def _printable(text: str, limit: int = 500) -> str:
     """Escape control/bidi characters and cut very long text: messages go to a terminal."""
     out = "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in str(text))
     return out if len(out) <= limit else out[:limit] + f"... ({len(out) - limit} more characters)"
+
+
+# C0/C1 controls (an ESC sequence repaints or hides text, a CR overwrites the line) and the bidi
+# overrides/isolates (they reorder what the user reads). Newline and tab are how output is laid out.
+_TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every character that could drive a terminal written as a visible escape (``\\x1b``).
+
+    The CLI passes everything it prints through this (paths, shard names, ids and config values come
+    from users and from files on disk), so one mechanism covers every message, not each call site."""
+    return _TERMINAL_UNSAFE.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 class ProfileError(OmlxProfilesError):
@@ -63,3 +77,31 @@ class UnsupportedError(OmlxProfilesError):
 
 class InputError(OmlxProfilesError, ValueError):
     """An argument is out of range or of the wrong type (negative tokens, a bool, NaN, ...)."""
+
+
+class NotMLXCheckpointError(UnknownModelError):
+    """An id that names something mlx-lm cannot load (an Ollama tag, a GGUF quant type): ``what`` and ``why``.
+
+    A ``LookupError`` like any unknown id (so a caller that falls back to a local path still does), but
+    the message says what the id is and what to use instead, never "closest known ids".
+    """
+
+    def __init__(self, query: str, what: str, why: str):
+        self.query, self.what, self.why, self.suggestions = query, what, why, []
+        OmlxProfilesError.__init__(self, f"{query!r} is {what}, not an MLX checkpoint: {why}")
+
+
+class HubError(OmlxProfilesError):
+    """Reading a model from the Hugging Face Hub failed; the message names the repo and what to do."""
+
+
+class HubAccessError(HubError):
+    """401 / 403 / gated: the repo exists but this token (or none) may not read it."""
+
+
+class HubNotFoundError(HubError, LookupError):
+    """404: no such repo, revision or file."""
+
+
+class HubUnavailableError(HubError):
+    """No network, a timeout, ``HF_HUB_OFFLINE`` with nothing cached, or the hub extra not installed."""

@@ -51,13 +51,15 @@ def yaml_provenance(registry, name: str) -> dict[str, str]:
     return out
 
 
-def explain(resolution, args=None) -> dict[str, str]:
+def explain(resolution, args=None, *, registry=None) -> dict[str, str]:
     prov = getattr(resolution.profile, "provenance", None)
     if prov:
         return dict(prov)
-    from .cli.common import registry
+    reg = registry
+    if reg is None and args is not None:
+        from .cli.common import registry as cli_registry
 
-    reg = registry(args) if args is not None else None
+        reg = cli_registry(args)
     if reg is None or resolution.profile.name not in reg.records:
         return {}
     return yaml_provenance(reg, resolution.profile.name)

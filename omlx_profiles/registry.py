@@ -28,17 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InputError, Issue, ProfileError, UnknownModelError
+from .files import yaml_files
 from .loader import LoadedFile, VariantRecord, load_file, resolve_variants
 from .paths import builtin_profiles_dir, env_profile_dirs
+from .naming import NameQuant, parse_id
 from .profile import Profile
-
-# Suffixes of converted repos, stripped (repeatedly) from the end of the repo name.
-_QUANT_SUFFIX = re.compile(
-    r"[-_.](?:(?P<bits>[2-8])-?bits?|(?P<q>q[2-8](?:_k(?:_[msl])?)?)|mxfp4|nvfp4|bf16|fp16|f16|fp32|dwq(?:-v\d+)?|mlx|awq|gptq|"
-    r"mixed[_-]\d+[_-]\d+|instruct-mlx|optiq|dynamic|g\d+)$",
-    re.IGNORECASE,
-)
-
 
 @dataclass(frozen=True)
 class Resolution:
@@ -48,10 +42,29 @@ class Resolution:
     query: str
     matched_by: str  # name | id | alias | quantized-repo | config | directory
     matched: str  # the id/alias/name that matched
-    weights_bits: int | None = None  # from the query (…-4bit) when it names a quantization
+    weights_bits: int | None = None  # from the query (…-4bit) when it names one width (None if mixed)
     notes: tuple[str, ...] = ()
+    quant: NameQuant | None = None  # what the id's suffixes say about storage (``naming.parse_id``)
+    # a remote checkpoint's safetensors headers (``hub``), for exact weights; ``None`` otherwise
+    checkpoint: object | None = field(default=None, compare=False, repr=False)
+    origin: dict | None = field(default=None, compare=False, repr=False)  # hub: repo, revision, commit, cache
+
+    def explain(self, registry: "Registry | None" = None) -> dict[str, str]:
+        """field -> where it came from: the registry YAML ``file:line`` (needs ``registry``), the config key
+        of a config.json / Hub config, the safetensors headers (``weights``)."""
+        from .provenance import explain
+
+        return explain(self, registry=registry)
 
     def as_dict(self) -> dict:
+        out = self._as_dict()
+        if self.quant is not None:  # only when the id names a storage: other answers keep their shape
+            out["quantization"] = self.quant.as_dict()
+        if self.origin:
+            out["hub"] = dict(self.origin)
+        return out
+
+    def _as_dict(self) -> dict:
         return {
             "query": self.query,
             "variant": self.profile.name,
@@ -103,22 +116,36 @@ class Registry:
         if hit:
             name, how, original = hit
             return Resolution(self.profiles[name], q, how, original)
-        bits, stem = strip_quant_suffixes(q)
-        if stem != q:
+        parsed = parse_id(q)  # NotMLXCheckpointError for an Ollama tag, a GGUF quant type, ...
+        quant = parsed.quant
+        for stem in parsed.stems:
             hit = self._index.get(stem.lower())
             repo = stem.rsplit("/", 1)[-1].lower()
             name = hit[0] if hit else self._repo_hit(repo, q)
             if name:
-                return Resolution(
-                    self.profiles[name], q, "quantized-repo", stem,
-                    weights_bits=bits,
-                    notes=(f"'{q}' names a converted checkpoint of '{stem.rsplit('/', 1)[-1]}'"
-                           + (f" with {bits}-bit weights" if bits else ""),),
-                )
+                what = f" with {quant.label()} weights" if quant and (quant.parts or quant.float_bits) else ""
+                notes = [f"'{q}' names a converted checkpoint of '{stem.rsplit('/', 1)[-1]}'{what}"]
+                if quant and quant.assumed:
+                    notes.append(f"the name gives no width: {quant.assumed}")
+                notes.extend(quant.notes if quant else ())
+                return Resolution(self.profiles[name], q, "quantized-repo", stem,
+                                  weights_bits=quant.bits if quant else None, notes=tuple(notes), quant=quant)
         repo = q.rsplit("/", 1)[-1].lower()
         if "/" in q and (name := self._repo_hit(repo, q)):
             return Resolution(self.profiles[name], q, "repo-name", repo,
                               notes=(f"matched by repo name '{repo}' under another organisation",))
+        for base in parsed.bases:
+            hit = self._index.get(base.lower())
+            name = hit[0] if hit else self._repo_hit(base.rsplit("/", 1)[-1].lower(), q)
+            if name:
+                stripped = parsed.stem[len(base):].lstrip("-_.")
+                return Resolution(
+                    self.profiles[name], q, "base-architecture", base,
+                    weights_bits=quant.bits if quant else None, quant=quant,
+                    notes=(f"'{parsed.stem.rsplit('/', 1)[-1]}' is not in the registry; resolved to the base "
+                           f"architecture '{base.rsplit('/', 1)[-1]}' (release words '{stripped}' stripped): a "
+                           "fine-tune keeps the layer layout, but its max context and vocabulary may differ; "
+                           "--hub reads the checkpoint's own config.json",) + (quant.notes if quant else ()))
         raise UnknownModelError(q, self.suggest(q), self._family_hint(q))
 
     def suggest(self, q: str, n: int = 5) -> list[str]:
@@ -148,22 +175,11 @@ class Registry:
 
 
 def strip_quant_suffixes(q: str) -> tuple[int | None, str]:
-    """``mlx-community/Qwen3-8B-4bit-DWQ`` -> (4, ``mlx-community/Qwen3-8B``)."""
-    bits = None
-    stem = q
-    while True:
-        m = _QUANT_SUFFIX.search(stem)
-        if not m:
-            return bits, stem
-        if m.group("bits") and bits is None:
-            bits = int(m.group("bits"))
-        elif m.group("q") and bits is None:
-            bits = int(m.group("q")[1])
-        elif m.group(0)[1:].lower() in ("bf16", "fp16", "f16") and bits is None:
-            bits = 16
-        elif m.group(0)[1:].lower() in ("mxfp4", "nvfp4") and bits is None:
-            bits = 4
-        stem = stem[: m.start()]
+    """``mlx-community/Qwen3-8B-4bit-DWQ`` -> (4, ``mlx-community/Qwen3-8B``); a mixed checkpoint's bits are
+    ``None`` (``gpt-oss-20b-MXFP4-Q8`` is not "8-bit"). Kept for callers of the old API: ``naming.parse_id``
+    says more (mode, group size, markers)."""
+    p = parse_id(q)
+    return (p.quant.bits if p.quant else None), p.stem
 
 
 _MEMO_MAX = 4096
@@ -222,9 +238,12 @@ def profile_files(directory: Path) -> list[Path]:
         if not directory.is_dir():
             why = "is not a directory" if directory.exists() else "profiles directory does not exist"
             raise ProfileError([Issue(_shown_path(directory), None, "", why)])
-        # every *.yaml that is not a directory: a FIFO, a device or a dangling link is reported by the
-        # loader ("not a regular file"), never opened, never silently skipped
-        return sorted(p for p in directory.glob("*.yaml") if not p.is_dir())
+        # every *.yaml / *.yml that is not a directory: a FIFO, a device or a dangling link is reported by
+        # the loader ("not a regular file"), never opened, never silently skipped; an unreadable
+        # directory is an error (pathlib's glob would have returned nothing)
+        return yaml_files(directory)
+    except InputError as e:
+        raise ProfileError([Issue(_shown_path(directory), None, "", f"cannot read profiles directory: {e}")]) from None
     except (OSError, ValueError) as e:  # name too long, permission denied, embedded NUL
         why = getattr(e, "strerror", None) or str(e)
         raise ProfileError([Issue(_shown_path(directory), None, "", f"cannot read profiles directory: {why}")]) from None

@@ -215,11 +215,15 @@ def estimate_rows(est: dict) -> list[list[object] | None]:
                 rows.append(row(f"  + {term_label(name)}", v))
     if total is not None:
         rows.append(None)
-        rows.append(["total at the prefill peak", format_bytes(total), nbytes(total), "100%"])
+        basis = est.get("peak_basis")
+        rows.append([f"total at the prefill peak ({basis})" if basis else "total at the prefill peak",
+                     format_bytes(total), nbytes(total), "100%"])
     elif est.get("peak_bytes") is not None:
         over = held_before(est) + est["peak_bytes"]
         rows.append(None)
-        rows.append(["total without the weights", format_bytes(over), nbytes(over), ""])
+        basis = est.get("peak_basis")
+        rows.append([f"total without the weights ({basis})" if basis else "total without the weights",
+                     format_bytes(over), nbytes(over), ""])
     budget = est.get("budget_bytes")
     if budget is not None:
         rows.append(None)
@@ -253,11 +257,15 @@ def render_estimate(est: dict) -> str:
     out.append("")
     out.append(table(estimate_rows(est), ["component", "size", "bytes", "share"], "lrrr"))
     w = est.get("weights")
-    notes = []
+    # how the model was resolved comes first: a local directory overriding a registry name, a config
+    # disagreeing with the variant it answers to (files on disk win, and the user is told)
+    notes = [f"note: {n}" for n in (est.get("resolution") or {}).get("notes", [])]
     if isinstance(w, dict):
         notes.append("weights: " + weights_note(w))
     if est.get("peak_unknown"):
         notes.append(f"prefill peak: unknown - {est['peak_unknown']}")
+    notes.extend(f"prefill {line.strip()}" for line in breakdown_explanation(est)
+                 if line.strip().startswith("peak basis:"))
     notes.extend(f"attention: {line.strip()[len('SDPA of '):]}" for line in breakdown_explanation(est)
                  if line.strip().startswith("SDPA of "))
     notes.extend(f"prefill peak: {line.strip()}" for line in breakdown_explanation(est)

@@ -99,6 +99,7 @@ def peak_section(res: Resolution, opts: EstimateOptions) -> dict:
             out["breakdown"] = None
         else:
             peak, held = bd.peak_bytes, bd.held_before_bytes
+            out["peak_basis"] = bd.peak_basis
             out["breakdown"] = bd.as_dict()
             out["mlx_version"] = opts.mlx_version or bd.mlx_version
     out["peak_bytes"] = peak

@@ -35,12 +35,12 @@ def render(schema: dict) -> str:
 
 
 def write_schemas(directory: Path) -> list[Path]:
-    directory.mkdir(parents=True, exist_ok=True)
+    """Regenerate the files (replaced atomically; a read-only install is an ``InputError`` naming it)."""
+    from .outputs import write_output
+
     out = []
     for name, s in schemas().items():
-        p = directory / name
-        p.write_text(render(s), encoding="utf-8")
-        out.append(p)
+        out.append(write_output(directory / name, render(s), suffixes=(".json",), replace=True, what="schema"))
     return out
 
 

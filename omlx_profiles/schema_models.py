@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+
+from .versions import check_range
 
 PosInt = Annotated[int, Field(strict=True, gt=0)]
 MAX_LAYERS = 4096  # the deepest real checkpoint has ~130 layers; more is a typo (and would cost memory)
@@ -174,6 +176,8 @@ class MoE(Strict):
     experts_per_token: PosInt
     moe_intermediate_size: PosInt | None = None
     shared_experts: NonNegInt = 0
+    first_dense_layers: NonNegInt = Field(0, description="the first layers run a dense MLP instead of the experts "
+                                          "(first_k_dense_replace)")
 
     @model_validator(mode="after")
     def _k_le_n(self):
@@ -455,6 +459,12 @@ class RouteTable(Strict):
     fast_ops: FastOps = Field(default_factory=FastOps)
     fallback: FallbackCosts
     routes: list[Route] = Field(min_length=1, description="first matching rule wins; the last should match anything")
+
+    @field_validator("mlx_versions")
+    @classmethod
+    def _range(cls, v: str) -> str:
+        check_range(v)  # packaging's PEP 440 reading: '>=abc', '~', '*', '===', empty ranges refused
+        return v
 
 
 class KernelRoutesFile(Strict):

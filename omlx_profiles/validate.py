@@ -17,7 +17,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from .errors import Issue, ProfileError
+from .errors import InputError, Issue, ProfileError
+from .files import yaml_files
 from .loader import MAX_ISSUES_PER_FILE, LoadedFile, load_file, pydantic_issues
 from .paths import builtin_profiles_dir, schema_dir
 from .registry import build_registry, profile_files
@@ -63,14 +64,21 @@ def expand(paths: list[Path]) -> tuple[list[Path], list[Path], list[Issue]]:
         try:
             p = Path(p)
             if p.is_dir():
-                families += sorted(x for x in p.glob("*.yaml") if not x.is_dir())  # non-regular: reported
-                kernels += sorted(x for x in (p / "kernels").glob("*.yaml") if not x.is_dir())
+                found = yaml_files(p)  # *.yaml / *.yml in any case; non-regular entries: reported
+                families += found
+                kd = p / "kernels"
+                if kd.is_dir():
+                    kernels += yaml_files(kd, "kernels directory")
+                if not found and not kd.is_dir():
+                    issues.append(Issue(_shown(p), None, "", "no profile files (*.yaml, *.yml) in this directory"))
             elif p.is_file():
                 (kernels if p.parent.name == "kernels" else families).append(p)
             elif p.exists():
                 issues.append(Issue(_shown(p), None, "", "not a regular file or directory"))
             else:
                 issues.append(Issue(_shown(p), None, "", "no such file or directory"))
+        except InputError as e:
+            issues.append(Issue(_shown(p), None, "", str(e)))
         except (OSError, ValueError) as e:  # name too long, permission denied, embedded NUL
             issues.append(Issue(_shown(p), None, "", f"cannot read: {getattr(e, 'strerror', None) or e}"))
     return families, kernels, issues

@@ -37,40 +37,12 @@ from pathlib import Path
 
 from .dtypes import DTYPE_BYTES
 from .errors import InputError
+from .quantization import MODE_DEFAULTS, QUANT_BITS, Quantization
+from .quantization import read as read_quantization
 from .safetensors_header import CheckpointHeaders, SafetensorsError, read_checkpoint, weight_files
 
-#: ``mlx_lm.utils.quantize_model``'s defaults per mode: (group_size, bits).
-MODE_DEFAULTS: dict[str, tuple[int, int]] = {"affine": (64, 4), "mxfp4": (32, 4), "nvfp4": (16, 4), "mxfp8": (32, 8)}
-QUANT_BITS = (2, 3, 4, 5, 6, 8)
 GIVEN = "given by the user"  # ``source`` of a size the caller states (the CLI's --weights)
 MAX_CONFIG_BYTES = 10_000_000
-
-
-@dataclass(frozen=True)
-class Quantization:
-    """How parameters are stored: ``bits`` 16/32 mean unquantized (bf16 or fp16 / fp32)."""
-
-    bits: int
-    group_size: int | None = None
-    mode: str = "affine"
-
-    @property
-    def quantized(self) -> bool:
-        return self.bits < 16
-
-    def nbytes(self, params: int, dtype_bytes: int) -> int:
-        """Bytes of ``params`` parameters stored this way (integer arithmetic, rounded up)."""
-        if not self.quantized:
-            return params * (self.bits // 8)
-        groups = -(-params // self.group_size)
-        per_group = 2 * dtype_bytes if self.mode == "affine" else 1  # scale (+ bias) per group
-        return -(-params * self.bits // 8) + groups * per_group
-
-    def label(self) -> str:
-        if not self.quantized:
-            return f"{self.bits}-bit (unquantized)"
-        m = "" if self.mode == "affine" else f" {self.mode}"
-        return f"{self.bits}-bit{m}, group {self.group_size}"
 
 
 @dataclass(frozen=True)
@@ -137,11 +109,16 @@ def estimate_weights(resolution, bits: int | None = None, model_dir=None, *, gro
     config_q = None
     if d is not None:
         config = _read_config(d)
-        config_q = config_quantization(config) if config else None
+        config_q = config_quantization(config, str(d / "config.json")) if config else None
         if weight_files(d):
-            return _from_checkpoint(read_checkpoint(d), bits, group_size, config_q, profile)
+            return _converted_on_load(config, bits) or _from_checkpoint(read_checkpoint(d), bits, group_size, config_q,
+                                                                         profile, config)
+    remote = getattr(resolution, "checkpoint", None)  # hub.RemoteCheckpoint: headers read by range request
+    if d is None and remote is not None:
+        return _converted_on_load(remote.config, bits) or _from_checkpoint(
+            remote.headers, bits, group_size, config_quantization(remote.config), profile, remote.config)
     q = _pick_quantization(resolution, profile, bits, group_size, config_q)
-    return _from_profile(profile, q, explicit=bits is not None)
+    return _from_profile(profile, q, explicit=bits is not None, nq=getattr(resolution, "quant", None))
 
 
 def _local_dir(resolution) -> Path | None:
@@ -169,44 +146,34 @@ def _read_config(d: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def config_quantization(config: dict) -> Quantization | None:
-    """``config.json``'s MLX ``quantization`` (mlx-lm writes it, and ``quantization_config``), if any.
-
-    A Hugging Face ``quantization_config`` with a ``quant_method`` (GPTQ, AWQ, fp8) is not an MLX
-    quantization and is ignored here; ``bits`` must be given (mlx-lm always writes it).
-    """
-    for key in ("quantization", "quantization_config"):
-        q = config.get(key)
-        if not isinstance(q, dict) or "quant_method" in q:
-            continue
-        b, g, mode = q.get("bits"), q.get("group_size"), q.get("mode", "affine")
-        if mode not in MODE_DEFAULTS or type(b) is not int or b not in QUANT_BITS:
-            continue
-        g = g if type(g) is int and g > 0 else MODE_DEFAULTS[mode][0]
-        return Quantization(b, g, mode)
-    return None
-
-
-def _mode_from_query(query: str) -> str:
-    low = query.lower()
-    for mode in ("mxfp4", "nvfp4", "mxfp8"):
-        if mode in low:
-            return mode
-    return "affine"
+def config_quantization(config: dict, label: str = "config.json") -> Quantization | None:
+    """``config.json``'s MLX ``quantization`` (or ``quantization_config``), checked (``quantization.read``):
+    an invalid block is an ``InputError`` naming the key, a Hugging Face one (``quant_method``) ``None``."""
+    return read_quantization(config, label)[0]
 
 
 def _pick_quantization(resolution, profile, bits, group_size, config_q) -> tuple[Quantization, str]:
     w = getattr(profile, "weights", None)
     prof_bits = getattr(w, "bits", None)
     prof_group = getattr(w, "group_size", None)
+    nq = getattr(resolution, "quant", None)  # naming.NameQuant: what the id's suffixes say
     if bits is not None:
         mode = "affine"
         src = "bits as requested"
     elif config_q is not None:
         return config_q, "from config.json quantization"
+    elif nq is not None and nq.parts:
+        # a mixed name (-MXFP4-Q8): the costliest part for every parameter, an upper bound
+        part = max(nq.parts, key=lambda p: Quantization(p.bits, p.group_size, p.mode).nbytes(1 << 20, 2))
+        src = "from the model id" + (f" ({nq.assumed})" if nq.assumed else "")
+        if nq.mixed:
+            src = (f"upper bound: the id names a mixed checkpoint ({nq.label()}); every parameter counted at "
+                   f"its costliest part")
+        return Quantization(part.bits, group_size or part.group_size, part.mode), src
+    elif nq is not None and nq.float_bits:
+        return Quantization(nq.float_bits), "from the model id" + (f" ({nq.notes[0]})" if nq.notes else "")
     elif getattr(resolution, "weights_bits", None):
-        bits, src = resolution.weights_bits, "bits from the model id"
-        mode = _mode_from_query(resolution.query)
+        bits, src, mode = resolution.weights_bits, "bits from the model id", "affine"
     elif prof_bits:
         bits, src, mode = prof_bits, "bits from the profile", "affine"
     else:
@@ -224,13 +191,26 @@ def _pick_quantization(resolution, profile, bits, group_size, config_q) -> tuple
     return Quantization(bits, g, mode), src
 
 
+def _kept_embedding_params(profile, nq) -> int:
+    """AWQ / GPTQ quantize only the blocks' Linear layers: the embedding (and an untied LM head) stay in the
+    model dtype. Untied is assumed when the profile does not say (an upper bound)."""
+    if nq is None or not getattr(nq, "keeps_embeddings", False):
+        return 0
+    w = getattr(profile, "weights", None)
+    if w is not None and getattr(w, "embedding_params", None):
+        return w.embedding_params
+    if profile.vocab_size and profile.hidden_size:
+        return profile.vocab_size * profile.hidden_size * (1 if profile.tie_word_embeddings else 2)
+    return 0
+
+
 def _norm_params(profile) -> int:
     if profile.hidden_size and profile.num_layers:
         return (2 * profile.num_layers + 1) * profile.hidden_size
     return 0
 
 
-def _from_profile(profile, picked: tuple[Quantization, str], explicit: bool) -> WeightsInfo:
+def _from_profile(profile, picked: tuple[Quantization, str], explicit: bool, nq=None) -> WeightsInfo:
     q, why = picked
     w = getattr(profile, "weights", None)
     act = DTYPE_BYTES.get(profile.dtype, 2)
@@ -244,9 +224,10 @@ def _from_profile(profile, picked: tuple[Quantization, str], explicit: bool) -> 
                            f"profile {profile.name!r} has no weights.params; point MODEL at a local model "
                            "directory (its safetensors headers give exact bytes) or add weights.params to the profile")
     if q.quantized:
-        kept = min(_norm_params(profile), params)
+        kept = min(_norm_params(profile) + _kept_embedding_params(profile, nq), params)
         nbytes = q.nbytes(params - kept, act) + kept * act
-        how = f"{params:,} params at {q.label()} ({why}); {kept:,} norm params kept in {profile.dtype}"
+        what = "norm and embedding" if _kept_embedding_params(profile, nq) else "norm"
+        how = f"{params:,} params at {q.label()} ({why}); {kept:,} {what} params kept in {profile.dtype}"
     else:
         nbytes = q.nbytes(params, act)
         how = f"{params:,} params at {q.bits // 8} bytes ({why})"
@@ -255,7 +236,99 @@ def _from_profile(profile, picked: tuple[Quantization, str], explicit: bool) -> 
                        group_size=q.group_size, mode=q.mode if q.quantized else None)
 
 
-def _from_checkpoint(ck: CheckpointHeaders, bits, group_size, config_q: Quantization | None, profile) -> WeightsInfo:
+def _converted_on_load(config: dict | None, bits) -> WeightsInfo | None:
+    """AWQ / GPTQ checkpoints mlx-lm 0.32 refuses to load (bits other than 4): unknown, with its reason."""
+    qc = _hf_quant_config(config)
+    if qc is None or bits is not None:
+        return None
+    if qc.get("quant_method") in ("awq", "gptq") and qc.get("bits", 4) != 4:
+        return WeightsInfo(None, False, "unknown", f"mlx-lm loads only 4-bit AutoAWQ / GPTQ checkpoints; this one is "
+                                                   f"{qc.get('bits')!r}-bit (mlx_lm.utils._transform_awq_weights raises)")
+    return None
+
+
+def _hf_quant_config(config: dict | None) -> dict | None:
+    """A Hugging Face ``quantization_config`` mlx-lm converts while loading (when there is no MLX ``quantization``)."""
+    if not isinstance(config, dict) or isinstance(config.get("quantization"), dict):
+        return None
+    qc = config.get("quantization_config")
+    return qc if isinstance(qc, dict) and isinstance(qc.get("quant_method"), str) else None
+
+
+_FLOATS = {"F16": 2, "BF16": 2, "F32": 4}
+
+
+def _loaded_bytes(ck: CheckpointHeaders, config: dict | None) -> tuple[int, str | None, dict]:
+    """Bytes mlx-lm holds after loading ``ck``: the stored sum, except for formats it converts on load.
+
+    AutoAWQ / GPTQ (``mlx_lm.utils._transform_awq_weights``): ``qweight`` is repacked to a ``uint32``
+    weight of the same size, ``qzeros`` is replaced by ``biases`` the size of ``scales`` (a missing
+    ``qzeros`` still gets them), and every float tensor is cast to the scales' dtype: exact.
+    fp8 (other than ue8m0 scales over 32x32 blocks, which mlx-lm keeps packed as mxfp8): the model's
+    ``sanitize`` dequantizes each F8 weight with its ``weight_scale_inv`` to bf16 (deepseek_v3.py): F8
+    elements at 2 bytes, the scales dropped - an upper bound for a model that keeps them packed.
+    Returns (bytes, note or None, WeightsInfo fields).
+    """
+    qc = _hf_quant_config(config)
+    method = qc.get("quant_method") if qc else None
+    tensors = {t.name: t for f in ck.files for t in f.tensors}
+    if method in ("awq", "gptq"):
+        scale_dt = next((t.dtype for n, t in tensors.items() if n.endswith(".scales") and t.dtype in _FLOATS), "F16")
+        total = 0
+        for name, t in tensors.items():
+            if name.endswith(".qzeros") or name.endswith(".g_idx"):
+                continue
+            if name.endswith(".qweight"):
+                total += t.nbytes
+                sc = tensors.get(name[: -len(".qweight")] + ".scales")
+                total += sc.nbytes if sc is not None else 0  # the biases mlx-lm makes
+            elif t.dtype in _FLOATS:
+                total += _elements(t.shape) * _FLOATS[scale_dt]
+            else:
+                total += t.nbytes
+        g = qc.get("group_size", 128)
+        return total, (f"{method.upper()} checkpoint as mlx-lm loads it: qweight repacked, qzeros replaced by "
+                       f"biases the size of scales, floats cast to {scale_dt} (stored: {ck.nbytes:,} bytes)"), \
+            {"exact": True, "bits": 4, "group_size": g if type(g) is int else None, "mode": "affine"}
+    if method == "fp8" and not (qc.get("scale_fmt") == "ue8m0" and list(qc.get("weight_block_size") or ()) == [32, 32]):
+        total = 0
+        for name, t in tensors.items():
+            if name.endswith("scale_inv"):
+                continue
+            total += _elements(t.shape) * 2 if t.dtype.startswith("F8_") else t.nbytes
+        return total, (f"upper bound: an fp8 checkpoint, dequantized to bf16 by the model's sanitize as mlx-lm "
+                       f"loads it (F8 weights at 2 bytes, scale_inv dropped; stored: {ck.nbytes:,} bytes)"), \
+            {"exact": False, "bits": 16, "group_size": None, "mode": None}
+    return ck.nbytes, None, {}
+
+
+def _per_layer_widths(config: dict | None, q: Quantization | None) -> str | None:
+    """``"4-bit mxfp4, group 32 x 24 layers + 8-bit, group 64 (default)"`` when config.json's MLX
+    ``quantization`` has per-layer entries of another width or mode (mlx-lm's mixed recipes), else ``None``."""
+    qd = config.get("quantization") if isinstance(config, dict) else None
+    if not isinstance(qd, dict) or q is None:
+        return None
+    counts: dict[str, int] = {}
+    for v in qd.values():
+        if isinstance(v, dict):
+            b, g, m = v.get("bits"), v.get("group_size"), v.get("mode", "affine")
+            if type(b) is int and m in MODE_DEFAULTS and (b, m) != (q.bits, q.mode):
+                part = Quantization(b, g if type(g) is int and g > 0 else MODE_DEFAULTS[m][0], m).label()
+                counts[part] = counts.get(part, 0) + 1
+    if not counts:
+        return None
+    return " + ".join(f"{k} x {n} modules" for k, n in counts.items()) + f" + {q.label()} (default)"
+
+
+def _elements(shape) -> int:
+    n = 1
+    for d_ in shape:
+        n *= d_
+    return n
+
+
+def _from_checkpoint(ck: CheckpointHeaders, bits, group_size, config_q: Quantization | None, profile,
+                     config: dict | None = None) -> WeightsInfo:
     n_files = len(ck.files)
     where = f"{ck.directory} ({n_files} file{'s' if n_files != 1 else ''}, {ck.tensor_count} tensors)"
     stored_q = config_q
@@ -265,6 +338,16 @@ def _from_checkpoint(ck: CheckpointHeaders, bits, group_size, config_q: Quantiza
                                                       or group_size == stored_q.group_size))
     if same:
         q = stored_q
+        loaded, how, kw = _loaded_bytes(ck, config)
+        if how is not None:
+            return WeightsInfo(loaded, kw["exact"], "safetensors headers", how, bits=kw["bits"],
+                               group_size=kw["group_size"], mode=kw["mode"], files=n_files, tensors=ck.tensor_count,
+                               directory=str(ck.directory), stored_dtypes=ck.dtypes())
+        mixed = _per_layer_widths(config, q)
+        if mixed:  # the bytes are the headers' either way; the label must not claim one width
+            return WeightsInfo(ck.nbytes, True, "safetensors headers", f"mixed per layer: {mixed}", params=None,
+                               bits=None, group_size=None, mode="mixed", files=n_files, tensors=ck.tensor_count,
+                               directory=str(ck.directory), stored_dtypes=ck.dtypes())
         return WeightsInfo(ck.nbytes, True, "safetensors headers", None,
                            params=None if quantized_ck else _count_params(ck),
                            bits=q.bits if q else stored_bits, group_size=q.group_size if q else None,

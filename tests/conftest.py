@@ -1,11 +1,19 @@
 """Shared fixtures. The real config.json corpus lives in tests/configs (a copy of shared/configs)."""
 from __future__ import annotations
 
+import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# No test reaches the real Hugging Face Hub: ids the registry does not know fall back to the Hub only
+# through its cache, which starts empty (tests/test_hub.py runs its own fake Hub and sets these itself).
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_HUB_CACHE"] = tempfile.mkdtemp(prefix="omlx-test-hf-cache-")
+os.environ.pop("HF_TOKEN", None)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

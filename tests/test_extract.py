@@ -323,7 +323,8 @@ def test_config_matching_a_registry_variant_says_so(tmp_path):
     r = resolve_path(f, registry=load_registry())
     msg = " ".join(r.notes)
     assert "disagrees" in msg and "num_kv_heads: config.json has 4" in msg and "llama.yaml:" in msg
-    assert r.profile.num_kv_heads == 4 and r.profile.weights is not None  # config layout, YAML weights
+    # config layout; the variant describes another checkpoint, so nothing (not its weights) is taken (#18)
+    assert r.profile.num_kv_heads == 4 and r.profile.weights is None and "nothing is taken" in msg
 
 
 def test_kv_bytes_scale_with_dtype():
@@ -375,7 +376,8 @@ def test_merge_precedence():
     assert where["a"] == "--flag" and where["e"] == "live-probe"
 
 
-def test_yaml_fills_over_config_but_not_the_cache_layout(tmp_path):
+def test_config_wins_over_yaml_and_the_difference_is_said(tmp_path):
+    """Files on disk win (#18): the YAML variant fills only what the config lacks."""
     from omlx_profiles import load_registry
 
     cfg = json.loads(cfg_path("llama-3.2-1b-instruct").read_text())
@@ -384,6 +386,7 @@ def test_yaml_fills_over_config_but_not_the_cache_layout(tmp_path):
     f.write_text(json.dumps(cfg))
     r = resolve_path(f, registry=load_registry())
     p = r.profile
-    assert p.max_context == 131072 and "llama.yaml" in p.provenance["max_context"]
-    assert any("max_context: YAML 131072" in n for n in r.notes)
+    assert p.max_context == 4096 and "max_position_embeddings" in p.provenance["max_context"]
+    assert any("max_context: config.json 4096 used; the YAML variant says 131072" in n for n in r.notes)
+    assert p.weights is not None and "llama.yaml" in p.provenance["weights"]  # what the config lacks: filled
     assert p.num_kv_heads == 8 and "num_key_value_heads" in p.provenance["num_kv_heads"]  # layout: the config's

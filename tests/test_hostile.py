@@ -372,7 +372,6 @@ CONFIG_ACCEPTED = {
     "architectures_bad.json": "mlx-lm picks the class from model_type; architectures is not read",
     "layer_types_unknown.json": "llama.py treats any layer_types entry other than sliding_attention as full",
     "moe_k_gt_n.json": "a MoE router problem, not a cache-layout one: the KV estimate stands",
-    "heads_huge_int.json": "absurd but finite: an estimate in the zettabytes, which no budget fits",
 }
 
 

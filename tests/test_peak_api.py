@@ -35,7 +35,7 @@ def test_request_validation():
 @pytest.mark.parametrize("backend", ["metal", "cuda", "cpu"])
 def test_breakdown_adds_up(name, backend):
     e = est(name)
-    if name == "nemotron-h-56b-base-8k" and backend == "cuda":  # reported as unknown, with the measurement
+    if name == "nemotron-h-56b-base-8k":  # reported as unknown, with the measurement (CUDA 0.85-0.90, CPU 0.92)
         with pytest.raises(UnsupportedError, match="Mamba2"):
             e.prefill_peak(Request(20000, chunk=2048), backend=backend)
         return

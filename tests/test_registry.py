@@ -29,7 +29,7 @@ def test_mlx_community_quantized_repo(reg):
 @pytest.mark.parametrize("q,bits,stem", [
     ("mlx-community/Qwen3-8B-4bit-DWQ", 4, "mlx-community/Qwen3-8B"),
     ("mlx-community/Llama-3.2-1B-Instruct-bf16", 16, "mlx-community/Llama-3.2-1B-Instruct"),
-    ("mlx-community/gpt-oss-20b-MXFP4-Q8", 8, "mlx-community/gpt-oss-20b"),
+    ("mlx-community/gpt-oss-20b-MXFP4-Q8", None, "mlx-community/gpt-oss-20b"),  # mixed: not "8-bit" (#18)
     ("org/Model-8bit", 8, "org/Model"),
     ("meta-llama/Llama-3.1-8B", None, "meta-llama/Llama-3.1-8B"),
 ])

@@ -337,8 +337,15 @@ def test_config_quantization_shapes():
     assert config_quantization({"quantization": {"bits": 3, "group_size": 32}}) == Quantization(3, 32, "affine")
     assert config_quantization({"quantization_config": {"mode": "mxfp4", "bits": 4}}) == Quantization(4, 32, "mxfp4")
     assert config_quantization({"quantization_config": {"quant_method": "fp8", "bits": 8}}) is None
-    assert config_quantization({"quantization": {"group_size": 64}}) is None
-    assert config_quantization({"quantization": "x"}) is None
+    # an MLX block mlx-lm could not load is an error naming the key, never silently dropped (#18)
+    for bad in ({"group_size": 64}, "x", {"bits": 3.5}, {"bits": True}, {"bits": 1e30}, {"bits": 4, "group_size": 0},
+                {"bits": 4, "group_size": -64}, {"bits": 4, "mode": "int4"}, {"bits": 8, "mode": "mxfp4"},
+                {"bits": 4, "model.layers.0.mlp": {"bits": 3.5}}, {"bits": 4, "model.layers.0.mlp": "8bit"}):
+        with pytest.raises(InputError, match="quantization"):
+            config_quantization({"quantization": bad})
+    mixed = config_quantization({"quantization": {"bits": 4, "group_size": 64, "lm_head": {"bits": 8, "group_size": 64},
+                                                  "model.embed_tokens": False}})
+    assert mixed == Quantization(4, 64, "affine", overrides=2) and "2 module override(s)" in mixed.label()
 
 
 def test_tensor_nbytes_subbyte():

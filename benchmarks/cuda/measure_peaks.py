@@ -74,6 +74,10 @@ MODELS = {
     "deepseek-v3-8l-16e": "deepseek-v3-8l-16e.json",
     "deepseek-v3.2-8l-16e": "deepseek-v3.2-8l-16e.json",
     "qwen3-next-80b-a3b-8l-64e": "qwen3-next-80b-a3b-8l-64e.json",
+    # run 2: 12 layers (3 dense + 9 MoE) so the in-flight window spans MoE layers only; Qwen3.5-27B (held out)
+    # with its first 8 layers (6 gated-DeltaNet + 2 full attention)
+    "deepseek-v3-12l-16e": "deepseek-v3-12l-16e.json",
+    "qwen3.5-27b-8l": "qwen3.5-27b-8l.json",
 }
 HELD_OUT = ["qwen3-32b", "mixtral-8x7b-v0.1", "phi-3-mini-4k-instruct", "qwen2.5-7b-instruct", "mistral-7b-v0.3"]
 DEFAULT_MODELS = [m for m in MODELS if m != "qwen3.5-27b" and m not in HELD_OUT]

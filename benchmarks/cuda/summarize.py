@@ -43,6 +43,10 @@ HELDOUT2_IDS = {
 }
 CALIB_NEMOTRON = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-nemotron.yaml"
 NEMOTRON_IDS = {"nemotron-h-56b-base-8k": "nvidia/Nemotron-H-56B-Base-8K"}
+CALIB_NEVERUNDER = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-neverunder.yaml"
+NEVERUNDER_IDS = {"deepseek-v3-8l-16e": "deepseek-ai/DeepSeek-V3 (first 8 layers, 16 experts)",
+                  "deepseek-v3.2-8l-16e": "deepseek-ai/DeepSeek-V3.2 (first 8 layers, 16 experts)",
+                  "qwen3-next-80b-a3b-8l-64e": "Qwen/Qwen3-Next-80B-A3B-Thinking (first 8 layers, 64 experts)"}
 HF_IDS = {
     "llama-3.1-8b": "meta-llama/Llama-3.1-8B",
     "gemma-3-4b-it": "google/gemma-3-4b-it",
@@ -216,6 +220,16 @@ NEMOTRON_HEADER = [
 ]
 
 
+NEVERUNDER_HEADER = [
+    "# Issue 14 (session 4, run_neverunder.sh; predictions committed first: results/neverunder_predictions_before_run.json).",
+    "# CUT TO FIT ONE H200: real attention widths, but only the first 8 layers and fewer routed experts:",
+    "#   deepseek-v3-8l-16e / deepseek-v3.2-8l-16e: 8 of 61 layers (3 dense + 5 MoE), 16 of 256 routed experts (top-8);",
+    "#   qwen3-next-80b-a3b-8l-64e: 8 of 48 layers (6 gated-DeltaNet + 2 full attention), 64 of 512 experts (top-10).",
+    "# The configs in benchmarks/cuda/configs/ are the cut ones; the estimator is checked on exactly those.",
+    "# Traced prefill (probe_commits.py) after a 64-token warm-up, one repeat per point.",
+]
+
+
 def traced_calibration(results: str, ids: dict, header: list[str]) -> str:
     """Calibration points from probe_commits.py's traced prefill (after a 64-token warm-up); its chunk peaks
     are recorded in MiB to 0.1 (so each peak here is exact to +-52 KB). ``results``: one or more files
@@ -265,7 +279,13 @@ def main():
     ap.add_argument("--contention", action="store_true")
     ap.add_argument("--heldout2", action="store_true")
     ap.add_argument("--nemotron", action="store_true")
+    ap.add_argument("--neverunder", action="store_true")
     args = ap.parse_args()
+    if args.neverunder:
+        CALIB_NEVERUNDER.write_text(traced_calibration("commits_dsv3.json,commits_dsv32.json,commits_gdn.json",
+                                                       NEVERUNDER_IDS, NEVERUNDER_HEADER))
+        print("wrote", CALIB_NEVERUNDER.relative_to(ROOT))
+        return
     if args.heldout2 or args.nemotron:
         path, res, ids, head = ((CALIB_HELDOUT2, "commits_heldout2.json", HELDOUT2_IDS, HELDOUT2_HEADER) if args.heldout2
                                 else (CALIB_NEMOTRON, "commits_nemotron.json,commits_nemotron_steps.json", NEMOTRON_IDS,

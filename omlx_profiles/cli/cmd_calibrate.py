@@ -13,12 +13,15 @@ layout (the estimate then uses that tiny model's profile), ``--layers N|period``
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
 from ..errors import InputError, UnsupportedError
 from .common import add_model_args, positive_int_arg, resolve_model
+
+MAX_CALIBRATE_TOKENS = 1 << 20
 
 
 def _token_list(text: str) -> list[int]:
@@ -68,10 +71,9 @@ def _config_for(res, args) -> dict:
         except ValueError:
             raise InputError(f"--layers must be an integer or 'period', got {args.layers!r}") from None
     if args.config:
-        path = Path(args.config).expanduser()
-        if path.is_dir():
-            path = path / "config.json"
-        cfg = json.loads(path.read_text())
+        from ..extraction.config import load_config
+
+        cfg = load_config(args.config).data  # bounded, regular files only, errors name the file
         if args.shrink or layers is not None:
             from ..live.build import shrink_config
 
@@ -87,13 +89,63 @@ def _config_for(res, args) -> dict:
         raise UnsupportedError(f"unsupported: {e}") from None
 
 
+def _preflight(prof, label: str, weights_nbytes: int, args, backend: str, mx) -> None:
+    """Refuse what cannot finish: a prompt past the model's context, or a model plus its prefill peak
+    larger than the memory this machine offers (MLX would die on an allocation failure or a segfault,
+    with no message, minutes in). Uses the estimator's own numbers, which sit above the measurements."""
+    from ..peak.prefill import Request, prefill_peak
+    from ..units import format_bytes
+
+    longest = max(args.tokens)
+    if prof.max_context and longest > prof.max_context:
+        raise InputError(f"--tokens {longest:,} is past the model's context ({prof.max_context:,} tokens, "
+                         "max_position_embeddings): mlx-lm would not run it as the model was trained")
+    try:
+        bd = prefill_peak(prof, Request(longest, cached=args.cached, chunk=args.chunk), backend=backend,
+                          mlx_version=mx.__version__)
+        need = weights_nbytes + bd.held_before_bytes + bd.peak_bytes
+    except UnsupportedError:
+        need = weights_nbytes  # peak not modelled here: the weights alone must still fit
+    have = available_memory(mx)
+    if have is not None and need > have:
+        raise UnsupportedError(
+            f"unsupported: calibrating {label} at {longest:,} tokens needs about {format_bytes(need)} "
+            f"(weights {format_bytes(weights_nbytes)} + prefill peak) but this machine offers "
+            f"{format_bytes(have)}; use --shrink (tiny widths, same cache layout), --layers N, or fewer tokens")
+
+
+def available_memory(mx=None) -> int | None:
+    """Bytes MLX may use here: the GPU's recommended working set / device memory, else the RAM free now."""
+    if mx is not None:
+        try:
+            info = mx.device_info() if hasattr(mx, "device_info") else mx.metal.device_info()
+            for key in ("max_recommended_working_set_size", "memory_size", "total_memory"):
+                v = info.get(key)
+                if isinstance(v, int) and v > 0 and mx.default_device() != mx.cpu:
+                    return v
+        except Exception:  # noqa: BLE001 - no GPU backend, or an older MLX: fall back to the RAM
+            pass
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def _bar(i: int, n: int, label: str, t0: float) -> None:
     width = 28
     done = int(width * i / max(n, 1))
-    sys.stderr.write(f"\r[{'#' * done}{'.' * (width - done)}] {i}/{n} {label} ({time.time() - t0:.0f}s)")
-    sys.stderr.flush()
+    err = getattr(sys.stderr, "unfiltered", sys.stderr)  # the bar's own carriage return, nothing from the user
+    err.write(f"\r[{'#' * done}{'.' * (width - done)}] {i}/{n} {label} ({time.time() - t0:.0f}s)")
+    err.flush()
     if i >= n:
-        sys.stderr.write("\n")
+        err.write("\n")
 
 
 def run(args) -> int:
@@ -108,16 +160,25 @@ def run(args) -> int:
     from ..peak.prefill import Request, prefill_peak
     from ..units import format_bytes
 
+    for n in args.tokens:
+        if not 0 <= args.cached < n:
+            raise InputError(f"--cached {args.cached} must be below every --tokens value (got {n})")
+        if n > MAX_CALIBRATE_TOKENS:
+            raise InputError(f"--tokens {n:,}: calibrate measures at most {MAX_CALIBRATE_TOKENS:,} tokens (a prefill "
+                             "that long takes hours; the estimator's terms are checked on shorter prompts)")
+    if args.out and not args.no_save:  # checked before minutes of measuring, not after
+        out = Path(args.out).expanduser()
+        if out.exists() and not out.is_dir():
+            raise InputError(f"--out {out}: is not a directory (calibrate writes <variant>.yaml inside it)")
     res = resolve_model(args)
     cfg = _config_for(res, args)
     info = backend_info()
     backend = info["backend"] if info["backend"] in ("cpu", "cuda", "metal") else "cpu"
-    model = build_model(cfg, args.dtype)
+    model = build_model(cfg, args.dtype, lazy=True)  # nothing allocated yet: check it fits first
     dt = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(model.omlx_build_info.dtype, args.dtype)
     prof = profile_for_config(cfg, dt)
-    for n in args.tokens:
-        if not 0 <= args.cached < n:
-            raise InputError(f"--cached {args.cached} must be below every --tokens value (got {n})")
+    _preflight(prof, res.profile.name, model.omlx_build_info.weights_nbytes, args, backend, mx)
+    mx.eval(model.parameters())
 
     jobs = [(n, r) for n in args.tokens for r in range(args.repeats)]
     t0 = time.time()
@@ -156,7 +217,7 @@ def run(args) -> int:
                        for c in best["rows"]],
         })
     if not args.no_save:
-        out_dir = Path(args.out) if args.out else calibration_dir() / backend
+        out_dir = Path(args.out).expanduser() if args.out else calibration_dir() / backend
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / f"{res.profile.name}{'-shrunk' if args.shrink else ''}.yaml"
         _write(path, backend, info, dt, points)
@@ -176,4 +237,8 @@ def _write(path: Path, backend: str, info: dict, dt: str, points: list[dict]) ->
         def ignore_aliases(self, data):
             return True
 
-    path.write_text(head + yaml.dump(doc, Dumper=_NoAliases, sort_keys=False, width=120))
+    from ..outputs import write_output
+
+    # a calibration file is re-measured on purpose: replacing the previous one is the point
+    write_output(path, head + yaml.dump(doc, Dumper=_NoAliases, sort_keys=False, width=120), suffixes=(".yaml",),
+                 replace=True, what="calibration file")

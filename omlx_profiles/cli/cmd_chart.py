@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..errors import InputError
 from ..units import format_bytes, format_tokens
@@ -20,6 +21,7 @@ from .common import add_model_args, size_arg, tokens_arg
 
 GIB = 1024**3
 DEFAULT_POINTS = 160
+FORMATS = (".png", ".svg", ".pdf")  # what the chart is offered as; matplotlib picks the writer by extension
 
 
 @dataclass
@@ -59,7 +61,9 @@ def register(sub) -> None:
     from .sharded import add_shard_args, budgets_arg
 
     p.add_argument("--budget", type=budgets_arg, metavar="SIZE", help="memory budget line, e.g. 64GiB")
-    p.add_argument("-o", "--output", default="mem.png", metavar="PNG", help="output file (default mem.png)")
+    p.add_argument("-o", "--output", default="mem.png", metavar="FILE",
+                   help="output file: .png, .svg or .pdf (default mem.png); a new file unless --force")
+    p.add_argument("--force", action="store_true", help="replace the output file if it exists")
     p.add_argument("--points", type=int, default=DEFAULT_POINTS, help=argparse.SUPPRESS)
     from .cmd_fit import add_request_args
 
@@ -87,6 +91,9 @@ def run(args) -> int:
         raise InputError(f"--max-tokens must be at least 256, got {args.max_tokens}")
     if not 8 <= args.points <= 2000:
         raise InputError("--points must be between 8 and 2000")
+    from ..outputs import check_output
+
+    check_output(args.output, suffixes=FORMATS, replace=args.force, what="-o")  # before minutes of work
     out = []
     if sharded:
         if len(models) > 1:
@@ -96,7 +103,7 @@ def run(args) -> int:
         res = resolve_model(args, q)
         weights = resolve_weights(res, args)
         out.append(series_for(res, weights, args))
-    path = plot(out, args.budget, args.reserve_bytes, args.output, args.max_tokens)
+    path = plot(out, args.budget, args.reserve_bytes, args.output, args.max_tokens, force=args.force)
     print(f"wrote {path}")
     for s in out:
         if s.max_tokens is not None and args.budget is not None:
@@ -112,8 +119,10 @@ def run(args) -> int:
     return 0
 
 
-def plot(series: list[Series], budget: int | None, reserve: int | None, output: str, max_tokens: int) -> str:
-    """Draw the panels and write the PNG; returns the path written."""
+def plot(series: list[Series], budget: int | None, reserve: int | None, output: str, max_tokens: int, *,
+         force: bool = False) -> str:
+    """Draw the panels and write the file (``outputs.write_output``: a new file unless ``force``);
+    returns the path written."""
     try:
         import matplotlib
 
@@ -188,13 +197,16 @@ def plot(series: list[Series], budget: int | None, reserve: int | None, output: 
         axes[j // cols][j % cols].set_visible(False)
     fig.suptitle("Memory at the prefill peak against prompt length", fontsize=12)
     fig.tight_layout(rect=(0, (0.1 + 0.26 * legend_rows) / height, 1, 1))
+    import io
+
+    from ..outputs import write_output
+
+    buf = io.BytesIO()
     try:
-        fig.savefig(output, dpi=110)
-    except OSError as e:
-        raise InputError(f"cannot write {output}: {e.strerror or e}") from None
+        fig.savefig(buf, dpi=110, format=Path(output).suffix.lower().lstrip("."))
     finally:
         plt.close(fig)
-    return output
+    return str(write_output(output, buf.getvalue(), suffixes=FORMATS, replace=force, what="-o"))
 
 
 def _tick_step(kmax: float) -> float:

@@ -34,7 +34,9 @@ def run(args) -> int:
     text = render_markdown(rows)
     path = builtin_profiles_dir() / FILENAME
     if args.write:
-        path.write_text(text, encoding="utf-8")
+        from ..outputs import write_output
+
+        write_output(path, text, suffixes=(".md",), replace=True, what="coverage")
         print(f"wrote {path}")
         return 0
     if args.check:

@@ -8,9 +8,7 @@ lazily (nothing allocated: needs the mlx extra) and compares its caches with the
 """
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from ..errors import InputError, OmlxProfilesError
@@ -114,31 +112,6 @@ def _check_roundtrip(text: str, ex) -> None:
 
 
 def _write(dest: Path, text: str, *, force: bool) -> Path:
-    dest = dest.expanduser()
-    if dest.suffix not in (".yaml", ".yml"):
-        raise InputError(f"{dest}: --write needs a .yaml file name (profiles are YAML)")
-    if dest.is_symlink():
-        raise InputError(f"{dest}: is a symbolic link; refusing to write through it")
-    if dest.exists():
-        if dest.is_dir():
-            raise InputError(f"{dest}: is a directory; give a file name")
-        if not force:
-            raise InputError(f"{dest}: already exists; pass --force to replace it")
-    parent = dest.parent if str(dest.parent) else Path(".")
-    if not parent.is_dir():
-        raise InputError(f"{parent}: no such directory (extract does not create directories)")
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; a profile is an ordinary file
-        os.replace(tmp, dest)
-    except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise InputError(f"{dest}: cannot write ({e.strerror or e})") from None
-    return dest
+    from ..outputs import write_output
+
+    return write_output(dest, text, suffixes=(".yaml", ".yml"), replace=force, what="--write")

@@ -56,8 +56,15 @@ def run(args) -> int:
     else:
         print(f"{res.query} -> {res.profile.name} (family {res.profile.family})")
         print(f"  matched by {res.matched_by}: {res.matched}")
-        if res.weights_bits:
+        if res.quant is not None and (res.quant.parts or res.quant.float_bits):
+            print(f"  weights (from the id): {res.quant.label()}")
+        elif res.weights_bits:
             print(f"  weights: {res.weights_bits}-bit")
+        if res.origin:
+            o = res.origin
+            how = ("from the cache, no network" if o.get("from_cache")
+                   else f"{o.get('requests')} requests, {o.get('bytes_read')} bytes read")
+            print(f"  hub: {o['repo']} at {o['revision']} = commit {o['commit']} ({how})")
         print(f"  source: {res.profile.source}")
         for n in res.notes:
             print(f"  note: {n}")

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import InputError, NotMLXCheckpointError
 from ..registry import Registry, Resolution, load_registry
 from ..units import parse_size, parse_tokens
 
@@ -22,6 +23,12 @@ def add_model_args(p: argparse.ArgumentParser, *, many: bool = False) -> None:
     else:
         p.add_argument("model", nargs="?", metavar="MODEL", help="HF id, mlx-community repo, alias, or local model dir")
     p.add_argument("--config", metavar="PATH", help="a config.json (or a directory holding one) instead of MODEL")
+    g = p.add_argument_group("Hugging Face Hub (the hub extra; ids the registry does not know are read from the Hub)")
+    g.add_argument("--hub", action="store_true",
+                   help="read MODEL from the Hub even if the registry knows it (config.json + safetensors headers)")
+    g.add_argument("--revision", metavar="REV", help="Hub branch, tag or commit (implies --hub)")
+    g.add_argument("--hub-refresh", action="store_true",
+                   help="ask the Hub again instead of answering a branch from the cache")
     add_registry_args(p)
 
 
@@ -40,13 +47,66 @@ def resolve_model(args, query: str | None = None) -> Resolution:
     if not query:
         raise InputError("give a MODEL id (or --config PATH)")
     reg = registry(args)
+    hub = bool(getattr(args, "hub", False) or getattr(args, "revision", None) or getattr(args, "hub_refresh", False))
+    if hub:
+        return _from_hub(query, args, reg)
+    local = _local_model(query)
+    if local is not None:
+        # files on disk win over a registry id the directory happens to be named like: its config.json is
+        # the checkpoint in question (match_registry's notes list every field where the two disagree)
+        res = _from_config(local, args, reg)
+        try:
+            same = reg.resolve(query)
+        except LookupError:
+            return res
+        note = (f"{query!r} is a local {'directory' if local.is_dir() else 'file'}: its config.json is used, not "
+                f"the registry profile {same.profile.name!r} that the name also matches")
+        return dataclasses.replace(res, notes=(note, *res.notes))
     try:
-        return reg.resolve(query)
-    except LookupError:
-        p = _expand(query)
-        if p is not None and _looks_like_path(query) and (p.is_dir() or p.suffix == ".json"):
-            return _from_config(p, args, reg)
-        raise
+        res = reg.resolve(query)
+    except LookupError as e:
+        if isinstance(e, NotMLXCheckpointError) or not _hub_candidate(query):
+            raise
+        return _hub_fallback(query, args, reg, e)
+    if res.matched_by in ("quantized-repo", "repo-name", "base-architecture"):
+        from ..hub import prefer_cached
+
+        return prefer_cached(res, reg)
+    return res
+
+
+def _hub_candidate(query: str) -> bool:
+    from ..hub import looks_like_repo
+
+    return looks_like_repo(query) and not query.startswith((".", "/", "~"))
+
+
+def _from_hub(query: str, args, reg: Registry) -> Resolution:
+    from ..hub import resolve_hub
+
+    return resolve_hub(query, getattr(args, "revision", None), registry=reg,
+                       refresh=bool(getattr(args, "hub_refresh", False)))
+
+
+def _hub_fallback(query: str, args, reg: Registry, unknown: LookupError) -> Resolution:
+    from ..hub import fallback
+
+    return fallback(query, reg, unknown, refresh=bool(getattr(args, "hub_refresh", False)))
+
+
+def _local_model(query: str) -> Path | None:
+    """``query`` as a local model: an existing directory holding a config.json (a FIFO or other
+    non-regular config.json is reported by the extractor) or a ``.json`` file; else ``None``."""
+    p = _expand(query)
+    try:
+        if p is None or not p.exists():
+            return None
+        if p.is_dir():
+            return p if (p / "config.json").exists() or (p / "config.json").is_symlink() or _looks_like_path(query) \
+                else None
+        return p if p.suffix == ".json" else None
+    except (OSError, ValueError):
+        return None
 
 
 def _expand(q: str) -> Path | None:

@@ -6,12 +6,13 @@ traceback only ever appears with ``OMLX_PROFILES_DEBUG=1``.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
 
 from .. import __version__
-from ..errors import InputError, OmlxProfilesError, ProfileError, UnknownModelError, UnsupportedError
+from ..errors import InputError, OmlxProfilesError, ProfileError, UnknownModelError, UnsupportedError, terminal_safe
 
 # Each name is a module cmd_<name>.py exposing register(subparsers).
 COMMANDS = ("estimate", "fit", "chart", "resolve", "validate", "extract", "calibrate", "coverage", "schema")
@@ -53,7 +54,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Optional packages a command may need (import name -> the extra that installs it): a missing one is
+#: the user's install, said as such; any other missing module is a real bug (internal error).
+OPTIONAL_MODULES = {"mlx": "mlx", "mlx_lm": "mlx", "matplotlib": "chart", "huggingface_hub": "hub",
+                    "transformers": "mlx", "jsonschema": "test", "hypothesis": "test"}
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Everything it prints goes through ``terminal_safe`` (see ``_SafeStream``)."""
+    out, err = sys.stdout, sys.stderr
+    for s in (out, err):  # LANG=C with a non-ASCII path: print an escape, never die on the encoding
+        reconf = getattr(s, "reconfigure", None)
+        if reconf is not None:
+            try:
+                reconf(errors="backslashreplace")
+            except (ValueError, OSError, AttributeError):
+                pass
+    sys.stdout, sys.stderr = _SafeStream(out), _SafeStream(err)
+    try:
+        code = _run(argv)
+        try:
+            sys.stdout.flush()  # a full disk (/dev/full) must fail here, inside the contract, not at exit
+        except OSError as e:
+            code = _output_failed(out, e)
+        return code
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -82,13 +111,86 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
+        _silence_stdout()
         return EXIT_OK
-    except Exception as e:  # the last line of defence: no traceback for users
+    except ModuleNotFoundError as e:
+        top = (e.name or "").split(".")[0]
+        if top not in OPTIONAL_MODULES or os.environ.get("OMLX_PROFILES_DEBUG"):
+            return _internal(e)
+        print(f"unsupported: this needs the optional package {top!r}, which is not installed "
+              f"(pip install 'omlx-profiles[{OPTIONAL_MODULES[top]}]')", file=sys.stderr)
+        return EXIT_FAIL
+    except OSError as e:  # the environment refused: permission, read-only, full disk, stdout gone
         if os.environ.get("OMLX_PROFILES_DEBUG"):
             raise
-        print(f"error: internal error ({type(e).__name__}: {e}); rerun with OMLX_PROFILES_DEBUG=1 for details",
-              file=sys.stderr)
+        if _is_stdout(e):
+            return _output_failed(sys.stdout, e)
+        where = e.filename if e.filename is not None else "a file"
+        also = f" -> {e.filename2}" if e.filename2 is not None else ""
+        print(f"error: {where}{also}: {e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE
+    except Exception as e:  # the last line of defence: no traceback for users
+        return _internal(e)
+
+
+def _internal(e: BaseException) -> int:
+    if os.environ.get("OMLX_PROFILES_DEBUG"):
+        raise e
+    print(f"error: internal error ({type(e).__name__}: {e}); rerun with OMLX_PROFILES_DEBUG=1 for details",
+          file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _is_stdout(e: OSError) -> bool:
+    return e.filename is None and e.errno in (errno.ENOSPC, errno.EIO, errno.EPIPE, errno.EFBIG, errno.EDQUOT)
+
+
+def _output_failed(stream, e: OSError) -> int:
+    """Standard output could not take what was printed: say so on stderr, exit 2 (not "ok")."""
+    _silence_stdout()
+    print(f"error: cannot write to standard output: {e.strerror or e}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null so the interpreter's final flush cannot fail a second time."""
+    try:
+        fd = sys.__stdout__.fileno() if sys.__stdout__ is not None else None
+    except (OSError, ValueError, AttributeError):
+        fd = None
+    if fd is None:
+        return
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+    except OSError:
+        pass
+
+
+class _SafeStream:
+    """A text stream that escapes terminal control characters in everything written through it.
+
+    Paths, shard names, ids and config values come from users and files; the escape happens here, once,
+    instead of at each ``print``. ``unfiltered`` is the wrapped stream (calibrate's progress bar
+    redraws its line with a carriage return on purpose)."""
+
+    def __init__(self, stream):
+        self.unfiltered = stream
+
+    def write(self, text: str) -> int:
+        self.unfiltered.write(terminal_safe(text))
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        self.unfiltered.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.unfiltered, name)
 
 
 def entry() -> None:

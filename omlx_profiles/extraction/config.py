@@ -19,6 +19,10 @@ from ..errors import InputError, UnsupportedError
 from .mlx_specs import ARCHITECTURE_REMAPPING, MLX_LM_VERSION, MODEL_REMAPPING, SPECS, WRAPPER_KEYS, ArgsSpec
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
+#: Every integer this package reads from a config is a count or a dimension of an MLX array, and MLX
+#: shapes are 32-bit: a larger value cannot be a model mlx-lm builds. Without this bound a 400-digit
+#: ``hidden_size`` reached the peak model's float arithmetic (OverflowError, "internal error").
+MAX_DIM = 2**31 - 1
 _MISSING = object()
 
 
@@ -35,17 +39,22 @@ class LoadedConfig:
 
 def config_file(path: Path | str) -> Path:
     """The config.json a path names: the file itself, or ``DIR/config.json``."""
+    from ..files import regular_file
+
     p = Path(path).expanduser()
-    if p.is_dir():
-        c = p / "config.json"
-        if not c.is_file():
+    try:
+        is_dir = p.is_dir()
+    except (OSError, ValueError) as e:
+        raise InputError(f"{p}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+    if is_dir:
+        c = regular_file(p / "config.json", "config.json")  # a FIFO here is said, not "no config.json"
+        if c is None:
             raise InputError(f"{p}: directory has no config.json")
         return c
-    if not p.exists():
+    c = regular_file(p, "config")
+    if c is None:
         raise InputError(f"{p}: no such file or directory")
-    if not p.is_file():
-        raise InputError(f"{p}: not a regular file")
-    return p
+    return c
 
 
 def load_config(path: Path | str) -> LoadedConfig:
@@ -224,7 +233,7 @@ class Reader:
 
     # --- typed reads ----------------------------------------------------------------------
     def int(self, key: str, *, minimum: int = 1, allow_none: bool = False, required: bool = True,
-            maximum: int | None = None):
+            maximum: int | None = MAX_DIM):
         v = self.raw(key)
         if v is _MISSING:
             if not required:
@@ -310,33 +319,25 @@ def read_dtype(top: dict, text: dict | None, label: str, text_prefix: str) -> tu
 def read_quantization(top: dict, label: str) -> tuple[dict | None, str, list[str]]:
     """mlx-lm's own ``quantization`` block (bits, group_size), or an HF ``quantization_config``.
 
-    Returns (Weights fields or None, where, notes). HF quantization methods (fp8, mxfp4, ...) are noted,
-    not turned into bits: what mlx-lm runs after conversion is decided by the conversion, not the config.
+    Returns (Weights fields or None, where, notes). The block is checked by ``quantization.read`` (the
+    one reader the weights term uses too): invalid bits, group sizes or modes are errors naming the key.
+    HF quantization methods (fp8, mxfp4, ...) are noted, not turned into bits: what mlx-lm runs after
+    conversion is decided by the conversion, not the config.
     """
+    from ..quantization import read
+
     notes: list[str] = []
+    q, key = read(top, label)
+    if q is not None:
+        out = {"bits": q.bits, "group_size": q.group_size}
+        if q.overrides:
+            notes.append(f"{key} has {q.overrides} per-module override(s) (mixed quantization); "
+                         f"weights.bits is the default {q.bits}, so a size from a parameter count is approximate")
+        return out, f"{label}: {key}", notes
     for key in ("quantization", "quantization_config"):
-        q = top.get(key)
-        if q is None:
-            continue
-        if not isinstance(q, dict):
-            raise InputError(f"{label}: {key} must be an object, got {_tname(q)}")
-        bits, gs = q.get("bits"), q.get("group_size")
-        if bits is not None:
-            if isinstance(bits, bool) or not isinstance(bits, int) or bits not in (2, 3, 4, 5, 6, 8):
-                raise InputError(f"{label}: {key}.bits must be one of 2, 3, 4, 5, 6, 8, got {shown(bits)}")
-            if gs is not None and (isinstance(gs, bool) or not isinstance(gs, int) or gs <= 0):
-                raise InputError(f"{label}: {key}.group_size must be a positive integer, got {shown(gs)}")
-            out = {"bits": bits}
-            if gs is not None:
-                out["group_size"] = gs
-            per_layer = [k for k, v in q.items() if isinstance(v, (dict, bool))]
-            if per_layer:
-                notes.append(f"{key} has {len(per_layer)} per-module override(s) (mixed quantization); "
-                             f"weights.bits is the default {bits}")
-            return out, f"{label}: {key}", notes
-        method = q.get("quant_method")
-        if method is not None:
-            notes.append(f"{label}: {key}.quant_method = {shown(method)} (Hugging Face format): weight bits not taken "
-                         "from it; the KV cache is unaffected")
+        hf = top.get(key)
+        if isinstance(hf, dict) and hf.get("quant_method") is not None:
+            notes.append(f"{label}: {key}.quant_method = {shown(hf['quant_method'])} (Hugging Face format): weight "
+                         "bits not taken from it; the KV cache is unaffected")
             return None, "", notes
     return None, "", notes

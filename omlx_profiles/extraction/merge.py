@@ -128,29 +128,35 @@ def _ranges(xs: list[int]) -> str:
 # --------------------------------------------------------------------------------------------------
 # a config against the registry
 
-#: Fields a reviewed YAML variant fills over config.json (precedence YAML > config.json). The fields that
-#: shape the cache (layers, heads, widths, MLA, dtype) stay the config's: it is the checkpoint on disk.
+#: Fields a reviewed YAML variant may fill when config.json lacks them (weights.params, a max_context
+#: the config does not state, ...). The files on disk win wherever they say something: a directory named
+#: like a registry model, holding another model's config, must not take the registry model's widths,
+#: context or parameter count (a Qwen3-8B config in a "qwen3-0.6b" directory got 0.6B's hidden_size
+#: and weights, and lost its own YaRN context). Disagreements are said, with both values.
 YAML_FILLS = ("weights", "max_context", "moe", "hidden_size", "intermediate_size", "vocab_size",
               "tie_word_embeddings")
 
 
 def fill_from_yaml(profile: Profile, yp: Profile, yaml_where: dict[str, str]) -> tuple[Profile, list[str]]:
-    """``profile`` (from a config) with ``YAML_FILLS`` fields taken from the matching YAML variant ``yp``."""
-    cfg_src = Source("config.json", {f: getattr(profile, f) for f in YAML_FILLS}, dict(profile.provenance))
-    yml_src = Source("yaml-variant", {f: getattr(yp, f) for f in YAML_FILLS}, yaml_where)
-    values, where = merge_fields(cfg_src, yml_src)
-    notes = [f"{f}: YAML {values[f]!r} ({where[f]}) used over config.json {getattr(profile, f)!r}"
-             for f in YAML_FILLS if f in values and getattr(profile, f) is not None and values[f] != getattr(profile, f)]
-    changed = {f: values[f] for f in values if values[f] != getattr(profile, f)}
+    """``profile`` (from a config) with the ``YAML_FILLS`` fields it lacks taken from the matching YAML
+    variant ``yp``; where both have a value and they differ, the config's stays and a note says so."""
+    notes, changed, prov = [], {}, dict(profile.provenance)
+    for f in YAML_FILLS:
+        mine, theirs = getattr(profile, f), getattr(yp, f)
+        if theirs is None or mine == theirs:
+            continue
+        if mine is None:
+            changed[f] = theirs
+            prov[f] = yaml_where.get(f, "yaml-variant")
+        else:
+            notes.append(f"{f}: config.json {mine!r} used; the YAML variant says {theirs!r} "
+                         f"({yaml_where.get(f, yp.source)})")
     if not changed and not yp.ids:
         return profile, notes
-    prov = dict(profile.provenance)
-    prov.update({f: where[f] for f in changed})
     ids = tuple(dict.fromkeys((*profile.ids, *yp.ids)))
     variant = profile.variant.model_copy(update=changed) if profile.variant is not None else None
     return dataclasses.replace(profile, provenance=prov, ids=ids, aliases=tuple(yp.aliases), variant=variant,
                                **changed), notes
-
 
 
 # --------------------------------------------------------------------------------------------------
@@ -191,7 +197,9 @@ def match_registry(profile: Profile, registry, hints: list[str]) -> tuple[Profil
                 cw = profile.provenance.get(top, "config.json")
                 parts.append(f"{f}: config.json has {vc!r} ({cw}), YAML has {vy!r} ({yl})")
             notes.append(f"config answers to registry variant {name!r} by id {hint!r} but disagrees with it: "
-                         + "; ".join(parts) + " - the config's values are used")
+                         + "; ".join(parts) + " - the config's values are used, and nothing is taken from "
+                         "that variant (it describes another checkpoint)")
+            continue
         filled, fnotes = fill_from_yaml(filled, yp, yaml_provenance(registry, name))
         notes.extend(fnotes)
     others = [n for n in same if n not in by_id]

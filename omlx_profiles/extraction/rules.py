@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import InputError, UnsupportedError
-from .config import MAX_LAYERS, Reader, shown, spec
+from .config import MAX_DIM, MAX_LAYERS, Reader, shown, spec
 from .mlx_specs import KNOWN_UNMODELLED, MLX_LM_VERSION
 
 
@@ -128,23 +128,32 @@ def _info(c: Ctx) -> None:
     _moe(c)
 
 
-def _soft_int(c: Ctx, key: str) -> int | None:
+def _soft_int(c: Ctx, key: str, *, zero_ok: bool = False) -> int | None:
+    """An integer the cache does not depend on but the peak and weights do: absent or null is ``None``
+    (unknown, said downstream); anything else must be a positive integer within MLX's 32-bit shapes
+    (``zero_ok``: 0 also reads as "none", e.g. ``num_experts: 0`` in a dense config). A wrong value is
+    an error naming the key, never dropped: a dropped ``intermediate_size`` left a hole the peak model
+    multiplied by."""
     v = c.r.raw(key, None)
-    if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-        return v
-    return None
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (v == 0 and not zero_ok):
+        raise InputError(f"{c.r.label}: {c.r.prefix}{key} must be a positive integer, got {shown(v)}")
+    if v > MAX_DIM:
+        raise InputError(f"{c.r.label}: {c.r.prefix}{key} = {shown(v)} is out of range (at most {MAX_DIM})")
+    return v or None
 
 
 def _moe(c: Ctx) -> None:
     n = k = None
     wn = wk = ""
     for key in ("num_experts", "num_local_experts", "n_routed_experts"):
-        v = _soft_int(c, key)
+        v = _soft_int(c, key, zero_ok=True)
         if v is not None:
             n, wn = v, key
             break
     for key in ("num_experts_per_tok", "experts_per_token"):
-        v = _soft_int(c, key)
+        v = _soft_int(c, key, zero_ok=True)
         if v is not None:
             k, wk = v, key
             break
@@ -155,8 +164,11 @@ def _moe(c: Ctx) -> None:
     if mi:
         moe["moe_intermediate_size"] = mi
     sh = c.r.raw("n_shared_experts", None)
-    if isinstance(sh, int) and not isinstance(sh, bool) and sh >= 0:
+    if isinstance(sh, int) and not isinstance(sh, bool) and 0 <= sh <= MAX_DIM:
         moe["shared_experts"] = sh
+    fk = c.r.raw("first_k_dense_replace", None)
+    if isinstance(fk, int) and not isinstance(fk, bool) and fk > 0:
+        moe["first_dense_layers"] = fk
     c.d.put("moe", moe, f"{c.r.where(wn)}, {wk}")
 
 

@@ -71,8 +71,15 @@ class FastPeak:
         self._lines: dict[int, Lines | object] = {}
         self._exact = lru_cache(maxsize=4096)(self._exact_uncached)
         self._prefix = lru_cache(maxsize=1024)(self._prefix_uncached)
-        self._always_exact = self.routes.executor.graph_commit is not None or any(
-            e.kind == "chunked" for lt in profile.layer_types.values() for e in lt.entries)
+        from .basis import MEASURED, basis_for
+
+        kind = basis_for(profile, self.routes).kind
+        self._worst = None if kind == MEASURED else kind
+        # no line holds for: CUDA (graph-commit boundaries move with kL), chunked attention (rows cycle with
+        # kL), a ``bound`` basis's worst-case items (peak/basis.py). A ``derived`` basis on Metal is the op
+        # model over a longer window: its positions are lines too (``_sums``).
+        self._always_exact = (self.routes.executor.graph_commit is not None or self._worst == "bound" or any(
+            e.kind == "chunked" for lt in profile.layer_types.values() for e in lt.entries))
 
     # -- public -------------------------------------------------------------------------------------
     def peak(self, new_tokens: int, chunk: int, cached: int = 0) -> int:
@@ -197,27 +204,31 @@ class FastPeak:
         # trim, so the capacity it starts from can sit the furthest past the offset (the worst phase)
         k1 = -(-max(sat, 4 * S) // STEP) * STEP + chunk
         k2 = k1 + 16 * STEP
-        s1, h1 = self._sums(chunk, k1)
-        s2, h2 = self._sums(chunk, k2)
+        w1, h1 = self._sums(chunk, k1)
+        w2, h2 = self._sums(chunk, k2)
         den = k2 - k1
         margin = STEP * self._step_row_bytes()  # the shorter last call's / final token's step rounding
 
         def fit(shift1: int, shift2: int) -> tuple[tuple[int, int], ...]:
             lines = []
-            for pos in s1:
-                v1, v2 = s1[pos] + shift1, s2.get(pos, s1[pos]) + shift2
-                b = v2 - v1  # per (k2 - k1) keys
-                a = v1 - b * k1 / den
-                lines.append((a, b))
+            # one set of window positions per window the call slid (the op model's; with a derived basis
+            # also the whole run-ahead window's, whose larger value is the answer)
+            for s1, s2 in zip(w1, w2):
+                for pos in s1:
+                    v1, v2 = s1[pos] + shift1, s2.get(pos, s1[pos]) + shift2
+                    b = v2 - v1  # per (k2 - k1) keys
+                    a = v1 - b * k1 / den
+                    lines.append((a, b))
             # exact integers, rounded up so the lines never fall below the sampled points
             ilines = {(int(-(-a // 1)) + 1, int(-(-b // 1))) for a, b in lines}
             return tuple((a * den, b) for a, b in _envelope(sorted(ilines), k1, den))
 
         return Lines(k1, fit(margin, margin), den, beyond=fit(-h1, -h2))
 
-    def _sums(self, chunk: int, kl: int) -> tuple[dict[float, int], int]:
-        """Every window position's total (held + growth + pinned + window) for a full chunk ending at kl,
-        and the held part of it (what the caches held before the call, in the worst phase)."""
+    def _sums(self, chunk: int, kl: int) -> tuple[list[dict[float, int]], int]:
+        """Every window position's total (held + growth + pinned + window) for a full chunk ending at kl, per
+        window slid (one; two with a ``derived`` basis), and the held part of it (what the caches held
+        before the call, in the worst phase)."""
         p = self.profile
         act = DTYPE_BYTES[self.dtype]
         S = chunk
@@ -274,13 +285,13 @@ class FastPeak:
             _, tiled = tiled_state()
             _call_peak(p, 1, S, off, steps, self.routes, tiled, self.dtype, act, self.nax,
                        self.routes.executor.window_for(S), last=False, kv_before=held, snap_before=0,
-                       growth=growth, direct=False)
-            sums = T._ALL_SUMS[0]
+                       growth=growth, direct=False, worst=self._worst)
+            all_sums = list(T._ALL_SUMS)
         finally:
             T._ALL_SUMS = None
         pinned = sum(_pinned(p, steps, S, act).values())
         base = held + growth + pinned
-        return {pos: int(-(-v // 1)) + base for pos, v in sums.items()}, held
+        return [{pos: int(-(-v // 1)) + base for pos, v in sums.items()} for sums in all_sums], held
 
 
 def _scaled_total(profile: Profile, rep, kv_scale: float) -> int:

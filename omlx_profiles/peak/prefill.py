@@ -14,7 +14,7 @@ to it exactly.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..dtypes import DTYPE_BYTES
 from ..errors import InputError, UnsupportedError
@@ -30,8 +30,8 @@ from .routes import KernelRoutes, tiled_state
 _TAIL_CALLS = 3
 SMALL_ARRAYS = 64 * 1024
 MAX_CALLS = 1 << 20  # a replay longer than this is not a real prompt (16M tokens at chunk 16)
-# The caches a fractional KV width (``kv_scale``: oMLX's TurboQuant) applies to: the full-attention ones.
-# Sliding windows and recurrent state pass through TurboQuant at the activation width.
+# The caches a KV width other than the activations' (``kv_scale``: MLA / DSA per-token bytes, a cache stored
+# wider) applies to: the full-attention ones. Sliding windows and recurrent state stay at the activation width.
 KV_SCALED_KINDS = frozenset({"full", "latent", "indexer"})
 
 
@@ -97,6 +97,8 @@ class Breakdown:
     mlx_version: str
     inflight_ops: int
     explanation: tuple[str, ...] = field(default=())
+    peak_basis: str = "measured"  # measured | derived | bound (peak/basis.py)
+    basis: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {
@@ -112,6 +114,8 @@ class Breakdown:
             "backend": self.backend,
             "mlx_version": self.mlx_version,
             "inflight_ops": self.inflight_ops,
+            "peak_basis": self.peak_basis,
+            "basis": dict(self.basis),
             "explanation": list(self.explanation),
         }
 
@@ -252,23 +256,58 @@ def _validate_profile(p: Profile) -> None:
 
 def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", mlx_version: str | None = None,
                  dtype: str | None = None, nax: bool = False, routes: KernelRoutes | None = None,
-                 all_calls: bool = False, kv_scale: float = 1.0) -> Breakdown:
+                 all_calls: bool = False, measured: frozenset[str] | None = None,
+                 apply_basis: bool = True, kv_scale: float = 1.0) -> Breakdown:
     """The prefill peak of ``request`` on ``backend`` (see the module doc). ``dtype`` overrides the
     profile's activation dtype (an MoE model on MLX's CPU backend runs in fp32). ``all_calls`` evaluates
-    every call instead of the first and the last few. ``kv_scale``: the full-attention caches' stored
-    bytes per activation-width byte (a fractional KV width such as oMLX's TurboQuant: below 1); it scales
-    what those caches hold and add, not the copies a growing cache makes while it runs (kept at the
-    activation width: the safe side, nothing measured says how a quantized cache grows)."""
+    every call instead of the first and the last few.
+
+    ``peak_basis`` (peak/basis.py): where the profile's compute traits have no calibration in band on this
+    backend, the peak is the larger of the op model and its worst case (``CallContext.bound``: attention
+    unfused in fp32, no donation, the whole run-ahead window). ``measured`` replaces the table of measured
+    traits (the leave-one-family-out test); ``apply_basis=False`` returns the op model alone (what the
+    calibration tests compare with the measured peaks).
+
+    ``kv_scale``: the full-attention caches' stored bytes per activation-width byte (the oMLX facade's MLA
+    ``kv_bytes_per_token``, DSA's extra caches, a cache stored wider than the activations); it scales what
+    those caches hold and add, not the copies a growing cache makes while it runs (kept at the activation
+    width: the safe side)."""
     if isinstance(kv_scale, bool) or not isinstance(kv_scale, (int, float)) or not (0 < kv_scale < float("inf")):
         raise InputError(f"kv_scale must be a positive finite number, got {kv_scale!r}")
     kv_scale = float(kv_scale)
+    from .basis import MEASURED, basis_for, no_bound_reason
+
     _validate_profile(profile)
-    p = profile
-    dt, act = _activation_dtype(p, dtype)
     kr = routes or KernelRoutes.for_backend(backend, mlx_version)
-    why = T.unverified_peak(p, kr)
+    why = T.unverified_peak(profile, kr)
     if why:
         raise UnsupportedError(why)
+    b = basis_for(profile, kr, measured)
+    bd = _prefill_peak(profile, request, kr, dtype, nax, all_calls, kv_scale=kv_scale)
+    if b.kind != MEASURED and apply_basis:
+        why = no_bound_reason(profile, kr)
+        if why:
+            raise UnsupportedError(why)
+        worst = _prefill_peak(profile, request, kr, dtype, nax, all_calls, worst=b.kind, kv_scale=kv_scale)
+        if worst.peak_bytes > bd.peak_bytes:
+            bd = worst
+    return replace(bd, peak_basis=b.kind, basis=b.as_dict(),
+                   explanation=bd.explanation + (_basis_line(b),))
+
+
+def _basis_line(b) -> str:
+    if b.kind == "measured":
+        return "peak basis: measured (every compute trait has calibration points in band on this backend)"
+    from .basis import CONSERVATIVE_CHOICES
+
+    return (f"peak basis: {b.kind} (no calibration in band on this backend for: {', '.join(sorted(b.unmeasured))}): the "
+            f"larger of the op model and its worst case ({'; '.join(CONSERVATIVE_CHOICES[b.kind])})")
+
+
+def _prefill_peak(p: Profile, request: Request, kr: KernelRoutes, dtype: str | None, nax: bool, all_calls: bool, *,
+                  worst: str | None = None, kv_scale: float = 1.0) -> Breakdown:
+    """The op model's peak (``worst`` None), or its ``derived`` / ``bound`` worst case (peak/basis.py)."""
+    dt, act = _activation_dtype(p, dtype)
     _, tiled = tiled_state()
     window = kr.executor.window_for(request.chunk)
 
@@ -324,7 +363,7 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
             growth += scale_up(growth_scaled, kv_scale)
             cp = _call_peak(p, ci, s, offset, steps, kr, tiled, dt, act, nax, window, last=(ci == n_calls - 1),
                             kv_before=kv_before, snap_before=snap_before, growth=growth,
-                            direct=request.schedule == "direct")
+                            direct=request.schedule == "direct", worst=worst)
             if best is None or cp.total > best.total:
                 best = cp
         offset += s
@@ -423,8 +462,9 @@ def call_items(profile: Profile, request: Request, call: int, *, backend: str = 
 
 
 def _call_items(p: Profile, s: int, offset: int, steps: dict, kr: KernelRoutes, tiled: dict, dt: str, act: int,
-                nax: bool, *, last: bool, direct: bool) -> tuple[T.CallContext, list[T.Item]]:
-    ctx = T.CallContext(q_len=s, offset=offset, act=act, dtype=dt, routes=kr, tiled=tiled, nax=nax, last=last)
+                nax: bool, *, last: bool, direct: bool, bound: bool = False) -> tuple[T.CallContext, list[T.Item]]:
+    ctx = T.CallContext(q_len=s, offset=offset, act=act, dtype=dt, routes=kr, tiled=tiled, nax=nax, last=last,
+                        bound=bound)
     per_type: dict[str, list[T.Item]] = {}
     per_type_cache_only: dict[str, list[T.Item]] = {}
     items: list[T.Item] = list(T.embedding_items(p, ctx))
@@ -434,9 +474,11 @@ def _call_items(p: Profile, s: int, offset: int, steps: dict, kr: KernelRoutes, 
         lt = p.layer_types[name]
         cache_only = (i == n - 1) and not compute_all and not p.sends_output
         cache = per_type_cache_only if cache_only else per_type
-        if name not in cache:
-            cache[name] = T.layer_items(p, lt, steps[name], ctx, cache_only=cache_only)
-        items.extend(cache[name])
+        dense = T.dense_layer(p, i)
+        key = (name, dense)
+        if key not in cache:
+            cache[key] = T.layer_items(p, lt, steps[name], ctx, cache_only=cache_only, dense=dense)
+        items.extend(cache[key])
     if compute_all:
         items.extend(T.logits_items(p, ctx) if last else [])
         if direct:
@@ -446,9 +488,41 @@ def _call_items(p: Profile, s: int, offset: int, steps: dict, kr: KernelRoutes, 
 
 def _call_peak(p: Profile, ci: int, s: int, offset: int, steps: dict, kr: KernelRoutes, tiled: dict, dt: str,
                act: int, nax: bool, window: int, *, last: bool, kv_before: int, snap_before: int, growth: int,
-               direct: bool) -> _CallPeak:
-    ctx, items = _call_items(p, s, offset, steps, kr, tiled, dt, act, nax, last=last, direct=direct)
+               direct: bool, worst: str | None = None) -> _CallPeak:
+    ctx, items = _call_items(p, s, offset, steps, kr, tiled, dt, act, nax, last=last, direct=direct,
+                             bound=worst == "bound")
     ex = kr.executor
+    run_ahead = run_ahead_ops(kr) if worst else None
+    if run_ahead is not None:
+        # the backend's whole run-ahead window, whatever the ops' sizes (peak/basis.py): the size rule only
+        # ends a command buffer / graph earlier, so the most ops in flight is (tasks + 1) x (ops per buffer + 1)
+        wmax, wterms = T.window_max(items, run_ahead, 1, 0)
+        w2, t2 = _call_window(items, ex, s, act)
+        if w2 > wmax:
+            wmax, wterms = w2, t2
+    else:
+        wmax, wterms = _call_window(items, ex, s, act)
+    pinned = _pinned(p, steps, s, act)
+    routes = _routes_used(p, steps, ctx)
+    kv_len = max((st.kv_len for sts in steps.values() for st in sts), default=offset + s)
+    return _CallPeak(ci, s, kv_len, kv_before, growth, snap_before, pinned, wmax, wterms, routes)
+
+
+def run_ahead_ops(kr: KernelRoutes) -> int | None:
+    """The most ops MLX lets the host run ahead of the device on this backend, from MLX's source: CUDA
+    (max_inflight_graphs + 1) graphs of at most max_nodes + 1 kernels (graph_commit in the kernel table);
+    Metal ``MAX_ACTIVE_TASKS`` (10) + 1 command buffers of at most ``max_ops_per_buffer`` + 1 ops, 50 on the
+    Max / Ultra device classes, the largest (mlx/backend/metal/device.cpp: p 20, g 40, s 50, d 50;
+    transforms.cpp MAX_ACTIVE_TASKS); None where no such rule is taken from the source (CPU)."""
+    gc = kr.executor.graph_commit
+    if gc is not None:
+        return (gc.max_inflight_graphs + 1) * (gc.max_nodes + 1)
+    if kr.backend == "metal":
+        return (10 + 1) * (50 + 1)
+    return None
+
+
+def _call_window(items: list, ex, s: int, act: int) -> tuple[int, dict]:
     if ex.graph_commit is not None:
         # how far the host runs ahead: the graph-commit cap (exact, from MLX's source); optionally also how
         # far it got in time on one device (the op window measured per chunk size), the smaller winning
@@ -461,10 +535,7 @@ def _call_peak(p: Profile, ci: int, s: int, offset: int, steps: dict, kr: Kernel
                 wmax, wterms = w2, t2
     else:
         wmax, wterms = T.window_max(items, ex.window_for(s), ex.op_weight, ex.view_weight)
-    pinned = _pinned(p, steps, s, act)
-    routes = _routes_used(p, steps, ctx)
-    kv_len = max((st.kv_len for sts in steps.values() for st in sts), default=offset + s)
-    return _CallPeak(ci, s, kv_len, kv_before, growth, snap_before, pinned, wmax, wterms, routes)
+    return wmax, wterms
 
 
 def _pinned(p: Profile, steps: dict, s: int, act: int) -> dict[str, int]:

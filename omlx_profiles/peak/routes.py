@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..errors import InputError, ProfileError, UnsupportedError
 from ..paths import kernels_dir
+from ..versions import in_range
 from ..schema_models import KernelRoutesFile, Route, RouteTable
 from ..yaml_io import load_yaml_text, read_text
 
@@ -34,7 +35,6 @@ MASKS = ("none", "causal", "bool", "additive")
 # --------------------------------------------------------------------------------------------------
 
 _VER = re.compile(r"^\s*(\d+)(?:\.(\d+))?(?:\.(\d+))?")
-_SPEC = re.compile(r"^\s*(==|!=|>=|<=|>|<)\s*(\d+(?:\.\d+){0,2})\s*$")
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
@@ -48,19 +48,12 @@ def parse_version(text: str) -> tuple[int, int, int]:
 
 
 def version_matches(version: tuple[int, int, int], spec: str) -> bool:
-    """PEP 440-style comma-separated clauses (``>=0.32.3,<0.33``); ``*`` matches anything."""
-    if spec.strip() == "*":
-        return True
-    for clause in spec.split(","):
-        m = _SPEC.match(clause)
-        if not m:
-            raise InputError(f"bad version clause {clause!r} in {spec!r}")
-        op, v = m.group(1), parse_version(m.group(2))
-        ok = {"==": version == v, "!=": version != v, ">=": version >= v, "<=": version <= v,
-              ">": version > v, "<": version < v}[op]
-        if not ok:
-            return False
-    return True
+    """Is ``version`` inside the PEP 440 range ``spec`` (``>=0.32.3,<0.33``)? Read with ``packaging``
+    (``versions.check_range``): a range that cannot be read is an ``InputError``, never a silent miss."""
+    try:
+        return in_range(".".join(str(x) for x in version), spec)
+    except ValueError as e:
+        raise InputError(f"bad version range in a kernel table: {e}") from None
 
 
 # --------------------------------------------------------------------------------------------------

@@ -115,6 +115,7 @@ class CallContext:
     tiled: dict
     nax: bool = False
     last: bool = False  # the last-token step (logits computed)
+    bound: bool = False  # worst-case items (peak/basis.py): unfused fp32 attention, no donation
 
 
 # --------------------------------------------------------------------------------------------------
@@ -136,6 +137,7 @@ def _fast(ctx: CallContext, op: str, input_bytes: int, count: int = 1, weight: i
     reshaped projection (Qwen3's q_norm) its output too (the reshape shares the buffer, so it is not
     donatable)."""
     elems = input_bytes // ctx.act + weight * count
+    donates = donates and not ctx.bound
     cost = getattr(ctx.routes.fast_ops, op, None)
     if cost is None:
         return Item(op, 0 if donates else input_bytes, count, elems=elems)
@@ -156,11 +158,33 @@ def route_for(ctx: CallContext, call: SdpaCall, family: str) -> RouteDecision:
     return ctx.routes.route(call, ctx.tiled)
 
 
+def _sdpa_bound(ctx: CallContext, call: SdpaCall, family: str) -> list[Item]:
+    """SDPA's worst case (``CallContext.bound``, peak/basis.py): never fused, the scores in fp32 (4 bytes per
+    element whatever the model dtype), the masked scores and their softmax each in a new buffer (nothing
+    reused in place), a bool/causal mask materialized at 1 byte per element, q scaled into a copy."""
+    s, f = ctx.act, 4
+    sc_el = call.n_q * call.q_len * call.kv_len
+    q_el = call.n_q * call.q_len * call.head_dim
+    k_el = call.n_kv * call.kv_len * call.head_dim
+    v_el = call.n_kv * call.kv_len * call.v_head_dim
+    mask = call.q_len * call.kv_len if call.mask in ("causal", "bool") else 0
+    mask_el = sc_el if call.mask == "additive" else mask
+    sinks = 1 if call.sinks else 0
+    cap = 3 * sc_el * f if family in SOFTCAP_ATTENTION_FAMILIES else 0  # / cap, tanh, * cap: three more copies
+    out = [Item("sdpa.bound_softcap", cap, 3, elems=3 * sc_el)] if cap else []
+    return out + [Item("sdpa.bound_q_scaled", q_el * f, 1, elems=q_el),
+            Item("sdpa.bound_scores", 3 * sc_el * f + mask, 4 + sinks, op_bytes=(sc_el * f, mask, sc_el * f, sc_el * f)
+                 + ((0,) if sinks else ()), elems=(q_el + k_el, 2, sc_el + mask_el, sc_el) + ((sc_el,) if sinks else ())),
+            Item("sdpa.bound_out", call.n_q * call.q_len * call.v_head_dim * max(s, f), 1, elems=sc_el + v_el)]
+
+
 def _sdpa(ctx: CallContext, call: SdpaCall, *, family: str) -> list[Item]:
     """SDPA of one layer as routed by the kernel table; mask arrays built by mlx-lm are pinned elsewhere.
 
     ``elems`` (what CUDA's graph-commit counter adds): q, the whole k and v the call attends to, the mask
     array, and on the fallback the score matrix once per op that reads it (mask, softmax, P @ V)."""
+    if ctx.bound and call.q_len > 1:
+        return _sdpa_bound(ctx, call, family)
     r = route_for(ctx, call, family)
     python_softcap = r is _PYTHON_ATTENTION
     s = ctx.act
@@ -465,8 +489,18 @@ def _mla_latent(p: Profile, entries: tuple[CacheEntry, ...], steps: tuple[EntryS
         call = SdpaCall(H, H, nope, vd, S, kL, "additive", False, ctx.dtype, ctx.nax)
         sdpa = _sdpa(ctx, call, family=p.mlx_model_type)
         # the (H, qL, kL) positional scores are SDPA's additive mask: alive past k/v expansion until SDPA
-        items.append(Item("mla.pe_scores", S * H * rope * s + H * S * kL * s, 3, out=0,
-                          carry=H * S * kL * s, carry_items=1 + len(sdpa)))
+        # The QK matmul allocates the whole score matrix but reads only q_pe and k_pe; the where() reads it and
+        # the bool (qL, kL) mask and writes in place (measured: probe_mla.py, 1.00x the scores); SDPA reads it
+        # again as its additive mask (cuDNN: no copy). Per-op elements, so CUDA's commit rule sees the graph end
+        # after the where and after SDPA (traced: commits_dsv3.json). ``unitemized``: 4 B per query x key
+        # position per layer that the H200 peaks hold beyond the itemized ops (8k one-op graphs 0.96 and 32k /
+        # step 2048 0.99 without it; not identified - the conservative side of the two measurements).
+        sc = H * S * kL * s
+        extra = 4 * S * kL
+        where_b = (sc if ctx.bound else 0) + extra
+        items.append(Item("mla.pe_scores", S * H * rope * s + sc + where_b, 3, out=0,
+                          carry=sc, carry_items=1 + len(sdpa), op_bytes=(S * H * rope * s, sc, where_b),
+                          elems=(S * H * rope, S * H * rope + kL * rope, H * S * kL + S * kL + 1)))
         items.append(Item("mla.k_v_expand", H * kL * (nope + vd) * s, 2, elems=2 * kL * rank + H * (nope + vd) * rank))
         items += sdpa
         items.append(Item("o_proj", S * H * vd * s + S * h * s, 2, elems=2 * S * H * vd + h * H * vd))
@@ -540,9 +574,20 @@ def _linear_attention(p: Profile, lt: LayerType, entry: CacheEntry, step: EntryS
         if ctx.routes.backend == "metal":
             items.append(Item("deltanet.kernel", d.ssm_elems * sb + S * nvdv * s, 1))
         else:
-            # gated_delta_ops, per token: state*k, k*delta and state*q are state-sized and fp32
-            items.append(Item("deltanet.recurrence_steps", S * 3 * d.ssm_elems * 4, S * 12,
-                              out=d.ssm_elems * 4 + S * nvdv * s))
+            # gated_delta_ops: a Python loop of one compiled step per token (state*k, k*delta, state*q: fp32,
+            # state-sized). Every step's new fp32 state stays allocated until the layer's outputs are stacked:
+            # the step's y and state are outputs of one compiled primitive, and the y kept for mx.stack keeps
+            # its sibling. Measured on the H200 (Qwen3-Next, 8 layers at real widths, commits_gdn.json): a flat
+            # 4.4 GiB at 2048 tokens, 1.25 GiB at 512 ~ q_len x (Hv x Dv x Dk x 4) + the step temporaries;
+            # the per-step aggregate this replaces gave 0.47-0.81. The loop is items of consecutive steps
+            # (~8 kernels each for CUDA's commit rule), each carrying its states through the stack.
+            st_b = d.ssm_elems * 4
+            parts = [S * i // 8 for i in range(9)]
+            spans = [(a, b) for a, b in zip(parts, parts[1:]) if b > a]
+            for k, (a, b) in enumerate(spans):
+                n = b - a
+                items.append(Item("deltanet.recurrence_states", n * st_b + (2 * st_b if k == 0 else 0), 8 * n,
+                                  carry=n * st_b, carry_items=len(spans) - k - 1, elems=n * 3 * d.ssm_elems))
             items.append(Item("deltanet.stack", S * nvdv * s, 1))
         if not cache_only:
             items.append(Item("deltanet.out_norm", S * nvdv * s * 3, 5, out=S * nvdv * s))
@@ -673,10 +718,12 @@ def state_snapshot_bytes(p: Profile, lt: LayerType, entry: CacheEntry, q_len: in
 # --------------------------------------------------------------------------------------------------
 
 
-def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: CallContext, *, cache_only: bool) -> list[Item]:
-    """The items of one layer of this type during the call (``cache_only``: the chunk's last layer)."""
+def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: CallContext, *, cache_only: bool,
+                dense: bool = False) -> list[Item]:
+    """The items of one layer of this type during the call (``cache_only``: the chunk's last layer;
+    ``dense``: an MoE model's layer that runs a dense MLP, ``dense_layer``)."""
     kinds = [e.kind for e in lt.entries]
-    moe = p.moe is not None and not _dense_layer(p, lt)
+    moe = p.moe is not None and not dense
     if kinds == ["none"]:
         if cache_only:
             return []
@@ -701,8 +748,11 @@ def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: Ca
     return items + _mlp(p, ctx, moe=moe)
 
 
-def _dense_layer(p: Profile, lt: LayerType) -> bool:
-    return False
+def dense_layer(p: Profile, index: int) -> bool:
+    """An MoE model's layer ``index`` runs a dense MLP (DeepSeek's ``first_k_dense_replace``): traced on the
+    H200, those layers commit one CUDA graph fewer than an MoE layer (commits_dsv3.json), which changes how
+    many layers' score matrices MLX's in-flight window holds."""
+    return p.moe is not None and index < (getattr(p.moe, "first_dense_layers", 0) or 0)
 
 
 def embedding_items(p: Profile, ctx: CallContext) -> list[Item]:

@@ -1,0 +1,106 @@
+"""A checkpoint's MLX ``quantization`` block, read once and checked: bits, group size, mode, overrides.
+
+mlx-lm writes ``"quantization": {"group_size": 64, "bits": 4, "mode": "affine"}`` (and the same under
+``quantization_config``), plus per-module entries when a ``quant_predicate`` chose other settings for
+some layers (``"model.layers.0.mlp.gate": {"group_size": 64, "bits": 8}``, or ``false``: kept
+unquantized). ``mlx_lm.load`` passes these to ``nn.quantize``, which refuses anything MLX has no kernel
+for. So does this reader, with a sentence naming the key: an invalid block (``bits: 3.5``, ``true``,
+``1e30``, ``group_size: 0``, an unknown ``mode``) used to be dropped in silence, and the weights were then
+computed at bits the checkpoint never had. A Hugging Face ``quantization_config`` (it has a
+``quant_method``: GPTQ, AWQ, fp8, ...) is not an MLX quantization and is returned as ``None``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import InputError
+
+#: ``mlx_lm.utils.quantize_model``'s defaults per mode: (group_size, bits).
+MODE_DEFAULTS: dict[str, tuple[int, int]] = {"affine": (64, 4), "mxfp4": (32, 4), "nvfp4": (16, 4), "mxfp8": (32, 8)}
+QUANT_BITS = (2, 3, 4, 5, 6, 8)
+#: Group sizes MLX's quantized kernels take, per mode (``mx.quantize`` refuses others).
+MODE_GROUPS: dict[str, tuple[int, ...]] = {"affine": (32, 64, 128), "mxfp4": (32,), "nvfp4": (16,), "mxfp8": (32,)}
+MODE_BITS: dict[str, tuple[int, ...]] = {"affine": QUANT_BITS, "mxfp4": (4,), "nvfp4": (4,), "mxfp8": (8,)}
+KEYS = ("quantization", "quantization_config")
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """How parameters are stored: ``bits`` 16/32 mean unquantized (bf16 or fp16 / fp32).
+
+    ``overrides``: per-module entries of a mixed checkpoint (other bits for some layers, or kept
+    unquantized); a size computed from a parameter count at the default ``bits`` is then approximate."""
+
+    bits: int
+    group_size: int | None = None
+    mode: str = "affine"
+    overrides: int = 0
+
+    @property
+    def quantized(self) -> bool:
+        return self.bits < 16
+
+    def nbytes(self, params: int, dtype_bytes: int) -> int:
+        """Bytes of ``params`` parameters stored this way (integer arithmetic, rounded up)."""
+        if not self.quantized:
+            return params * (self.bits // 8)
+        groups = -(-params // self.group_size)
+        per_group = 2 * dtype_bytes if self.mode == "affine" else 1  # scale (+ bias) per group
+        return -(-params * self.bits // 8) + groups * per_group
+
+    def label(self) -> str:
+        if not self.quantized:
+            return f"{self.bits}-bit (unquantized)"
+        m = "" if self.mode == "affine" else f" {self.mode}"
+        mixed = f", {self.overrides} module override(s)" if self.overrides else ""
+        return f"{self.bits}-bit{m}, group {self.group_size}{mixed}"
+
+
+def _shown(v: object) -> str:
+    s = repr(v)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def _settings(q: dict, where: str, default_mode: str | None = None) -> tuple[int, int, str]:
+    mode = q.get("mode", default_mode or "affine")
+    if not isinstance(mode, str) or mode not in MODE_DEFAULTS:
+        raise InputError(f"{where}.mode must be one of {', '.join(MODE_DEFAULTS)}, got {_shown(mode)}")
+    bits = q.get("bits")
+    if bits is None:
+        raise InputError(f"{where} has no bits (mlx-lm's load reads quantization['bits'])")
+    if isinstance(bits, bool) or not isinstance(bits, int) or bits not in MODE_BITS[mode]:
+        raise InputError(f"{where}.bits must be one of {', '.join(map(str, MODE_BITS[mode]))} for mode {mode}, "
+                         f"got {_shown(bits)}")
+    gs = q.get("group_size", MODE_DEFAULTS[mode][0])
+    if isinstance(gs, bool) or not isinstance(gs, int) or gs not in MODE_GROUPS[mode]:
+        raise InputError(f"{where}.group_size must be one of {', '.join(map(str, MODE_GROUPS[mode]))} for mode "
+                         f"{mode}, got {_shown(gs)}")
+    return bits, gs, mode
+
+
+def read(config: dict, label: str = "config.json") -> tuple[Quantization | None, str]:
+    """The checkpoint's MLX quantization and the key it came from (``None, ""`` when it has none)."""
+    for key in KEYS:
+        q = config.get(key)
+        if q is None:
+            continue
+        where = f"{label}: {key}"
+        if not isinstance(q, dict):
+            raise InputError(f"{where} must be an object, got {type(q).__name__}")
+        if "quant_method" in q:
+            continue  # Hugging Face format: not what mlx-lm's nn.quantize reads
+        bits, gs, mode = _settings(q, where)
+        overrides = 0
+        for name, v in q.items():
+            if name in ("bits", "group_size", "mode"):
+                continue
+            if v is False:
+                overrides += 1
+            elif isinstance(v, dict):
+                _settings(v, f"{where}[{name!r}]", mode)
+                overrides += 1
+            else:
+                raise InputError(f"{where}[{name!r}] must be a per-module object (bits, group_size) or false, "
+                                 f"got {_shown(v)}")
+        return Quantization(bits, gs, mode, overrides), key
+    return None, ""
