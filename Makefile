@@ -38,6 +38,7 @@ schema: install
 	$(BIN)/omlx-profiles schema --write
 
 validate: install
+	$(BIN)/omlx-profiles schema --check
 	$(BIN)/omlx-profiles validate
 
 bench: install-test

@@ -8,10 +8,10 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from .errors import InputError, OmlxProfilesError, ProfileError, UnknownModelError, UnsupportedError  # noqa: E402
-from .estimator import Estimator  # noqa: E402
-from .kv import KVQuant, kv_bytes, kv_report  # noqa: E402
-from .profile import Profile  # noqa: E402
-from .registry import Registry, Resolution, load_registry  # noqa: E402
+from .estimate.estimator import Estimator  # noqa: E402
+from .kv.bytes import KVQuant, kv_bytes, kv_report  # noqa: E402
+from .registry.profile import Profile  # noqa: E402
+from .registry.index import Registry, Resolution, load_registry  # noqa: E402
 
 _DEFAULT_REGISTRY: Registry | None = None
 
@@ -40,7 +40,7 @@ def resolve(model_id: str, local_dir=None, revision: str | None = None, *, hub: 
     """
     reg = default_registry()
     if local_dir is not None:
-        from .extract import resolve_path
+        from .extraction.from_config import resolve_path
 
         return resolve_path(local_dir, registry=reg)
     if revision is not None or hub:

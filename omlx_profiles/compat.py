@@ -65,7 +65,7 @@ from typing import Any, Optional
 from .compat_read import (as_dict, cfg_get, collect_kv_layer_specs, dims, language_config, mla_kv_bytes_per_token,
                           model_config, model_dtype_size, pos_int)
 from .errors import OmlxProfilesError
-from .peak import routes as _routes
+from .peak import kernels as _routes
 from .units import format_bytes
 
 
@@ -319,9 +319,9 @@ class MemoryMonitor:
 
     def _apply_profile(self, profile, *, dtype_size: float | None, kv_bytes_per_token: float | None,
                        layer_scale: float = 1.0) -> None:
-        from .kv import kv_report
+        from .kv.bytes import kv_report
         from .peak.fast import FastPeak
-        from .peak.prefill import KV_SCALED_KINDS
+        from .peak.replay import KV_SCALED_KINDS
 
         act = 4 if profile.dtype == "fp32" else 2
         self._profile = profile
@@ -439,8 +439,8 @@ class MemoryMonitor:
             types += [f"sliding{i}"] * take
             left -= take
         types += ["none"] * (num_layers - len(types))
-        from .profile import Profile
-        from .schema_models import CompleteVariant
+        from .registry.profile import Profile
+        from .schema.family import CompleteVariant
 
         v = CompleteVariant.model_validate({
             "mlx_model_type": "llama", "num_layers": num_layers, "dtype": _dtype_name(act),
@@ -522,7 +522,7 @@ class MemoryMonitor:
         return float(block_size * self._block_bytes_per_token())
 
     def _block_bytes_per_token(self) -> float:
-        from .peak.prefill import KV_SCALED_KINDS
+        from .peak.replay import KV_SCALED_KINDS
 
         p = self._profile
         act = 4 if p.dtype == "fp32" else 2
@@ -536,7 +536,7 @@ class MemoryMonitor:
         return per
 
     def _scaled_kv(self, tokens: int, chunk: int = 2048) -> int:
-        from .kv import kv_report
+        from .kv.bytes import kv_report
         from .peak.fast import _scaled_total
 
         rep = kv_report(self._profile, int(tokens), chunk=chunk)
@@ -580,8 +580,8 @@ class MemoryMonitor:
             return self._fixed_state_bytes
         if self._kv_bytes_per_token_override is not None:
             return _step_rows(n) * self._kv_bytes_per_token_override + self._fixed_state_bytes
-        from .kv import kv_report
-        from .peak.prefill import KV_SCALED_KINDS, scale_up
+        from .kv.bytes import kv_report
+        from .peak.replay import KV_SCALED_KINDS, scale_up
 
         p = self._profile
         act = 4 if p.dtype == "fp32" else 2
@@ -639,7 +639,7 @@ class MemoryMonitor:
           softmaxed: three such buffers) or dequantizes the keys and values to fp32 and casts them to the
           activation dtype (``dequantize``): the larger of the two is added for the layer in flight. The
           rows the suffix adds stay charged at the model's width (the safe side)."""
-        from .peak.prefill import scale_up
+        from .peak.replay import scale_up
 
         if cached == 0:
             full, other = self._kv_parts(new, chunk)
@@ -654,8 +654,8 @@ class MemoryMonitor:
 
     def _kv_parts(self, tokens: int, chunk: int) -> tuple[int, int]:
         """(full-attention caches at their prefill width, every other cache) after ``tokens``."""
-        from .kv import kv_report
-        from .peak.prefill import KV_SCALED_KINDS, scale_up
+        from .kv.bytes import kv_report
+        from .peak.replay import KV_SCALED_KINDS, scale_up
 
         p = self._profile
         rep = kv_report(p, int(tokens), chunk=chunk)
@@ -687,7 +687,7 @@ class MemoryMonitor:
         whole call (every layer in flight, masks, KV copies), not this."""
         if self._profile is None or query_tokens <= 0:
             return 0 if query_tokens <= 0 else self._no_info("_estimate_sdpa_activation_bytes")
-        from .peak.routes import SdpaCall, tiled_state
+        from .peak.kernels import SdpaCall, tiled_state
 
         p = self._profile
         act = 4 if p.dtype == "fp32" else 2
@@ -850,7 +850,7 @@ def make_prefill_memory_profile(config: Any, *, compute_dtype_size: float = 2, b
     the config is not one mlx-lm can build or this package models: the caller keeps its uniform numbers.
     Unlike oMLX's (DeepSeek-V4 and Qwen4 only), it covers every family the registry knows."""
     from .errors import InputError, UnsupportedError
-    from .extract import profile_from_config
+    from .extraction.from_config import profile_from_config
 
     d = as_dict(config)
     if not d:
@@ -888,7 +888,7 @@ def set_model_info_from_model(monitor: MemoryMonitor, model: Any) -> None:
     model info (its estimates return 0, logged)."""
     if _is_live_mlx_model(model):
         try:
-            from .extract import profile_from_model  # lazy: imports mlx through the live probe
+            from .live.from_model import profile_from_model  # lazy: imports mlx through the live probe
 
             monitor.set_profile(profile_from_model(model))
             return
@@ -905,7 +905,7 @@ def set_model_info_from_model(monitor: MemoryMonitor, model: Any) -> None:
     full = as_dict(language_config(config)) if as_dict(config) else None
     if full and isinstance(full.get("model_type"), str):
         try:
-            from .extract import profile_from_config
+            from .extraction.from_config import profile_from_config
 
             top = as_dict(config)
             prof = profile_from_config(top if top and isinstance(top.get("model_type"), str) else full,

@@ -6,10 +6,6 @@ model is the dtype its weights were cast to; recurrent states are often fp32 wha
 """
 from __future__ import annotations
 
-from typing import Literal
-
-DTypeName = Literal["bf16", "fp16", "fp32"]
-
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 # Spellings met in config.json (torch_dtype / dtype) and on the command line.
@@ -21,11 +17,14 @@ _ALIASES = {
 
 
 def normalize_dtype(name: object) -> str | None:
-    """Return ``bf16``/``fp16``/``fp32`` for a known spelling, else ``None``."""
+    """Return ``bf16``/``fp16``/``fp32`` for a known spelling (config.json, the CLI, MLX's
+    ``str(array.dtype)``: ``mlx.core.bfloat16``), else ``None``."""
     if not isinstance(name, str):
         return None
-    return _ALIASES.get(name.strip().lower())
+    return _ALIASES.get(name.strip().lower().removeprefix("mlx.core."))
 
 
-def dtype_bytes(name: str) -> int:
-    return DTYPE_BYTES[name]
+def short_dtype(name: str) -> str:
+    """``normalize_dtype(name)``, or the name itself for a dtype outside the three (``int8``, ``uint32``):
+    how probe reports and verification name what they saw."""
+    return normalize_dtype(name) or name

@@ -19,7 +19,7 @@ from __future__ import annotations
 import pytest
 
 from omlx_profiles.errors import UnsupportedError
-from omlx_profiles.peak.calibration import calibration_files, load_calibration, profile_for_point
+from omlx_profiles.estimate.calibration import calibration_files, load_calibration, profile_for_point
 from omlx_profiles.peak.prefill import Request, prefill_peak
 
 BAND = (1.00, 1.15)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from omlx_profiles.budget import default_reserve
+from omlx_profiles.estimate.budget import default_reserve
 
 from .conftest import run_cli
 

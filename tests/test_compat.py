@@ -15,11 +15,11 @@ from omlx_profiles.compat import (
     raise_if_prefill_exceeds,
     register_tiled_prefill_head_dim,
 )
-from omlx_profiles.estimator import Estimator
-from omlx_profiles.kv import kv_report
+from omlx_profiles.estimate.estimator import Estimator
+from omlx_profiles.kv.bytes import kv_report
 from omlx_profiles.peak.prefill import Request
-from omlx_profiles.peak.routes import unregister_tiled
-from omlx_profiles.registry import load_registry
+from omlx_profiles.peak.kernels import unregister_tiled
+from omlx_profiles.registry.index import load_registry
 
 REG = load_registry([])
 

@@ -359,6 +359,6 @@ def test_module_names_omlx_imports():
     # newer oMLX's keyword options are accepted
     compat.register_tiled_prefill_head_dim(384, min_kv_len=8192, kv_tile=1024, min_query_len=16,
                                            supports_array_mask=True)
-    from omlx_profiles.peak.routes import unregister_tiled
+    from omlx_profiles.peak.kernels import unregister_tiled
 
     unregister_tiled(384)

@@ -1,4 +1,4 @@
-"""The CUDA graph-commit model (transient.graph_ends / graph_window_max) against H200 measurements.
+"""The CUDA graph-commit model (peak.executor.graph_ends / graph_window_max) against H200 measurements.
 
 * Chains of matmuls (benchmarks/cuda/probe_graphs.py, results/graphs_default.json): the number of live
   outputs at the peak must be what the commit rules predict with the exact cap of 10 graphs in flight
@@ -29,10 +29,13 @@ from pathlib import Path
 import pytest
 
 from omlx_profiles.errors import UnsupportedError
-from omlx_profiles.peak import transient as T
-from omlx_profiles.peak.calibration import calibration_files, load_calibration, profile_for_config, profile_for_point
+from omlx_profiles.peak.executor import graph_ends, graph_window_max, split_ops
+from omlx_profiles.peak.ops.attention import sdpa_items
+from omlx_profiles.peak.ops.items import CallContext, Item, fast_op
+from omlx_profiles.peak.ops.mlp import mlp_items
+from omlx_profiles.estimate.calibration import calibration_files, load_calibration, profile_for_config, profile_for_point
 from omlx_profiles.peak.prefill import Request, call_items, prefill_peak
-from omlx_profiles.peak.routes import KernelRoutes, SdpaCall
+from omlx_profiles.peak.kernels import KernelRoutes, SdpaCall
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "cuda" / "results"
 CAP = KernelRoutes.for_backend("cuda", "0.32.4").executor.graph_commit
@@ -40,8 +43,8 @@ CAP = KernelRoutes.for_backend("cuda", "0.32.4").executor.graph_commit
 
 def _chain_live(M: int, K: int, n_ops: int, inflight: int) -> float:
     out = M * K * 2
-    items = [T.Item("matmul", out, 1, elems=M * K + K * K) for _ in range(n_ops)]
-    live, _ = T.graph_window_max(items, CAP.max_nodes, CAP.max_mega_elements, inflight, 2)
+    items = [Item("matmul", out, 1, elems=M * K + K * K) for _ in range(n_ops)]
+    live, _ = graph_window_max(items, CAP.max_nodes, CAP.max_mega_elements, inflight, 2)
     # the window includes the input of the oldest graph's first op (the previous graph's last output, held
     # as that op's temporary): the item before the window is "carried"
     return live / out
@@ -69,14 +72,14 @@ def test_graph_limits_are_the_sources():
 
 def test_graph_ends_follow_both_rules():
     # 101 one-node ops with tiny inputs: the node rule ends the graph after op 101
-    items = [T.Item("x", 1, 1, elems=1) for _ in range(250)]
-    assert T.graph_ends(items, 100, 1000, 2)[:2] == [101, 202]
+    items = [Item("x", 1, 1, elems=1) for _ in range(250)]
+    assert graph_ends(items, 100, 1000, 2)[:2] == [101, 202]
     # inputs of 600 Mi-elements: the element rule ends every second op
-    big = [T.Item("x", 1, 1, elems=600 << 20) for _ in range(6)]
-    assert T.graph_ends(big, 100, 1000, 2) == [2, 4, 6]
+    big = [Item("x", 1, 1, elems=600 << 20) for _ in range(6)]
+    assert graph_ends(big, 100, 1000, 2) == [2, 4, 6]
     # per-op elements in a tuple: only the op that crosses the limit ends the graph
-    mixed = [T.Item("x", 1, 3, elems=(10, 2000 << 20, 10))]
-    assert T.graph_ends(mixed, 100, 1000, 2) == [2, 3]
+    mixed = [Item("x", 1, 3, elems=(10, 2000 << 20, 10))]
+    assert graph_ends(mixed, 100, 1000, 2) == [2, 3]
 
 
 def _sdpa_chains():
@@ -91,11 +94,11 @@ def _sdpa_chains():
 @pytest.mark.parametrize("c", _sdpa_chains())
 def test_sdpa_chain(c):
     kr = KernelRoutes.for_backend("cuda", "0.32.4")
-    ctx = T.CallContext(q_len=c["S"], offset=0, act=2, dtype="bf16", routes=kr, tiled={})
+    ctx = CallContext(q_len=c["S"], offset=0, act=2, dtype="bf16", routes=kr, tiled={})
     call = SdpaCall(c["n_q"], c["n_kv"], c["D"], c["D"], c["S"], c["kL"], c["mask"], c["sinks"], "bf16", False)
     # one step: the SDPA, then x + out (in place: out is donated)
-    step = T._sdpa(ctx, call, family="chain") + [T.Item("add", 0, 1, elems=2 * c["n_q"] * c["S"] * c["D"])]
-    est, _ = T.graph_window_max(step * c["steps"], CAP.max_nodes, CAP.max_mega_elements, CAP.max_inflight_graphs, 2)
+    step = sdpa_items(ctx, call, family="chain") + [Item("add", 0, 1, elems=2 * c["n_q"] * c["S"] * c["D"])]
+    est, _ = graph_window_max(step * c["steps"], CAP.max_nodes, CAP.max_mega_elements, CAP.max_inflight_graphs, 2)
     measured = max(c["rep0"]["peak"], c["rep1"]["peak"])
     route = kr.route(call, {}).route
     if route == "fallback":
@@ -120,9 +123,9 @@ def test_moe_chain(c, model):
     if model not in _PROFS:
         _PROFS[model] = profile_for_point(_profiles()[model])
     kr = KernelRoutes.for_backend("cuda", "0.32.4")
-    ctx = T.CallContext(q_len=c["S"], offset=0, act=2, dtype="bf16", routes=kr, tiled={})
-    step = [it for it in T._mlp(_PROFS[model], ctx, moe=True) if it.term not in ("rms_norm", "moe.shared_expert")]
-    est, _ = T.graph_window_max(step * c["steps"], CAP.max_nodes, CAP.max_mega_elements, CAP.max_inflight_graphs, 2)
+    ctx = CallContext(q_len=c["S"], offset=0, act=2, dtype="bf16", routes=kr, tiled={})
+    step = [it for it in mlp_items(_PROFS[model], ctx, moe=True) if it.term not in ("rms_norm", "moe.shared_expert")]
+    est, _ = graph_window_max(step * c["steps"], CAP.max_nodes, CAP.max_mega_elements, CAP.max_inflight_graphs, 2)
     measured = max(c["rep0"]["peak"], c["rep1"]["peak"])
     assert 1.0 <= est / measured <= 1.15, (est, measured)
 
@@ -186,38 +189,38 @@ def _meter_cases():
     return [pytest.param(c, id=c["case"][:40]) for c in data["meter"]]
 
 
-def _meter_items(case: str) -> list[T.Item]:
+def _meter_items(case: str) -> list[Item]:
     """The model's items for one block of the meter chain named ``case`` (probe_commits.meter)."""
     kr = KernelRoutes.for_backend("cuda", "0.32.4")
-    ctx = T.CallContext(q_len=2048, offset=0, act=2, dtype="bf16", routes=kr, tiled={})
+    ctx = CallContext(q_len=2048, offset=0, act=2, dtype="bf16", routes=kr, tiled={})
     S, I = 2048, 21504
     if case.startswith(("gemma MLP", "llama MLP")):
         gemma = profile_for_point(_profiles()["gemma-3-27b-it"])  # hidden 5376, intermediate 21504
         prof = gemma if case.startswith("gemma") else dataclasses.replace(gemma, mlx_model_type="llama")
-        return [it for it in T._mlp(prof, ctx, moe=False) if it.term == "mlp"]
+        return [it for it in mlp_items(prof, ctx, moe=False) if it.term == "mlp"]
     if case.startswith("gelu_approx(y) * u"):  # the gemma MLP's middle ops
         gemma = profile_for_point(_profiles()["gemma-3-27b-it"])
-        mlp = next(it for it in T._mlp(gemma, ctx, moe=False) if it.term == "mlp")
+        mlp = next(it for it in mlp_items(gemma, ctx, moe=False) if it.term == "mlp")
         # the product writes into gelu's buffer: that buffer is the block's output, read by the next block
-        return [T.Item("gelu", mlp.op_bytes[2], 1, nodes=2, elems=mlp.elems[2]),
-                T.Item("mul", mlp.op_bytes[3], 1, out=mlp.op_bytes[2], elems=mlp.elems[3])]
+        return [Item("gelu", mlp.op_bytes[2], 1, nodes=2, elems=mlp.elems[2]),
+                Item("mul", mlp.op_bytes[3], 1, out=mlp.op_bytes[2], elems=mlp.elems[3])]
     if case.startswith("gelu_approx(y)"):
         gemma = profile_for_point(_profiles()["gemma-3-27b-it"])
-        mlp = next(it for it in T._mlp(gemma, ctx, moe=False) if it.term == "mlp")
-        return [T.Item("gelu", mlp.op_bytes[2], 1, nodes=2, elems=mlp.elems[2])]
+        mlp = next(it for it in mlp_items(gemma, ctx, moe=False) if it.term == "mlp")
+        return [Item("gelu", mlp.op_bytes[2], 1, nodes=2, elems=mlp.elems[2])]
     if case.startswith(("y * u", "swiglu")):  # in place (the chain's y is single-use), two operands
-        return [T.Item("mul", 0, 1, out=2 * S * I, elems=2 * S * I)]
+        return [Item("mul", 0, 1, out=2 * S * I, elems=2 * S * I)]
     if case.startswith("rms_norm"):  # (1, 2048, 32, 128): one fused kernel per op (the chain's views stay contiguous)
-        return [T._fast(ctx, "rms_norm", S * 32 * 128 * 2, weight=128)]
+        return [fast_op(ctx, "rms_norm", S * 32 * 128 * 2, weight=128)]
     if case.startswith("sdpa"):
         if "additive" in case:  # a (2048, 3071) bf16 mask read as it is (no conversion)
             n_q, n_kv, D, kL = 32, 16, 128, 3071
-            return [T.Item("sdpa.fused_out", n_q * S * D * 2, 1, elems=n_q * S * D + 2 * n_kv * kL * D + S * kL)]
+            return [Item("sdpa.fused_out", n_q * S * D * 2, 1, elems=n_q * S * D + 2 * n_kv * kL * D + S * kL)]
         if "fallback" in case:
             call = SdpaCall(8, 4, 256, 256, S, 8192, "causal", False, "bf16", False)
         else:
             call = SdpaCall(32, 16, 128, 128, S, 3071, "bool" if "bool" in case else "causal", False, "bf16", False)
-        return T._sdpa(ctx, call, family="chain")
+        return sdpa_items(ctx, call, family="chain")
     raise KeyError(case)
 
 
@@ -230,8 +233,8 @@ def test_meter_chain_commits(c):
     items = _meter_items(c["case"]) * c["K"]
     if items[0].bytes == 0 and items[0].out > 0:  # the first op reads the probe's held input: it cannot write in place
         items[0] = dataclasses.replace(items[0], bytes=items[0].out)
-    assert len(T.graph_ends(T.split_ops(items), 100000, CAP.max_mega_elements, 2)) == c["launches"]
-    est, _ = T.graph_window_max(items, 100000, CAP.max_mega_elements, CAP.max_inflight_graphs, 2)
+    assert len(graph_ends(split_ops(items), 100000, CAP.max_mega_elements, 2)) == c["launches"]
+    est, _ = graph_window_max(items, 100000, CAP.max_mega_elements, CAP.max_inflight_graphs, 2)
     measured = c["peak_over_inputs"]
     assert est >= 0.99 * measured, (est, measured)
     if c["most_in_flight"] >= CAP.max_inflight_graphs + 1 and c["launches"] > CAP.max_inflight_graphs + 1:
@@ -262,7 +265,7 @@ def _trace_profile(model: str):
 
 def _model_graphs(model: str, tokens: int, step: int, call: int) -> int:
     items = call_items(_trace_profile(model), Request(tokens, chunk=step), call, backend="cuda", mlx_version="0.32.4")
-    return len(T.graph_ends(T.split_ops(items), CAP.max_nodes, CAP.max_mega_elements, 2))
+    return len(graph_ends(split_ops(items), CAP.max_nodes, CAP.max_mega_elements, 2))
 
 
 def test_traced_prefill_commits_match_the_replay():
@@ -327,14 +330,14 @@ def _nemotron_depth(depth: int):
                          ids=lambda pt: f"{pt['layers']}L")
 def test_mamba2_ssm_attn_on_cuda(pt):
     """Nemotron-H-56B's first 8 / 16 / 32 / 64 layers at real widths, traced on the H200: ssm_attn op by op
-    (transient._ssd_items_cuda) replays the graphs MLX commits to within 8% (they fill on the 100-node
+    (peak.ops.recurrent.ssd_items_cuda) replays the graphs MLX commits to within 8% (they fill on the 100-node
     limit). The peak itself is reported as unknown on CUDA (transient.unverified_peak): right at step 2048,
     0.85-0.90 at steps 1024 / 4096."""
     prof = _nemotron_depth(pt["layers"])
     req = Request(pt["tokens"], chunk=pt["step"])
     for i, c in enumerate(pt["chunks"]):
         items = call_items(prof, req, i, backend="cuda", mlx_version="0.32.4")
-        n = len(T.graph_ends(T.split_ops(items), CAP.max_nodes, CAP.max_mega_elements, 2))
+        n = len(graph_ends(split_ops(items), CAP.max_nodes, CAP.max_mega_elements, 2))
         assert abs(n - c["n_launch"]) <= 0.08 * c["n_launch"], (i, n, c["n_launch"])
     with pytest.raises(UnsupportedError, match="Mamba2"):
         prefill_peak(prof, req, backend="cuda", mlx_version="0.32.4")

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from omlx_profiles.errors import InputError, UnsupportedError
-from omlx_profiles.extract import extract_config, profile_from_config, resolve_path
-from omlx_profiles.extraction.layout import build_layers, period
-from omlx_profiles.kv import kv_bytes
-from omlx_profiles.validate import validate_paths
+from omlx_profiles.extraction.from_config import extract_config, profile_from_config, resolve_path
+from omlx_profiles.mlxlm.fold import build_layers, period
+from omlx_profiles.kv.bytes import kv_bytes
+from omlx_profiles.registry.check import validate_paths
 
 from .conftest import CONFIGS, run_cli
 
@@ -337,10 +337,10 @@ def test_kv_bytes_scale_with_dtype():
 
 def test_explain_follows_the_merge_order(tmp_path):
     """A base variant's field beats the inheriting variant's family defaults (loader merge order)."""
-    from omlx_profiles.provenance import yaml_provenance
-    from omlx_profiles.registry import build_registry
+    from omlx_profiles.registry.provenance import yaml_provenance
+    from omlx_profiles.registry.index import build_registry
 
-    head = "# yaml-language-server: $schema=../schema/profile.schema.json\n"
+    head = "# yaml-language-server: $schema=../schema/v1/profile.schema.json\n"
     a = tmp_path / "a.yaml"
     b = tmp_path / "b.yaml"
     b.write_text(head + "family: fb\nmodel_types: [llama]\nvariants:\n  - name: v1\n    mlx_model_type: llama\n"
@@ -363,7 +363,7 @@ def test_hub_cache_layout_gives_the_id(tmp_path):
 
 
 def test_merge_precedence():
-    from omlx_profiles.extraction.merge import Source, merge_fields
+    from omlx_profiles.extraction.match import Source, merge_fields
 
     vals, where = merge_fields(
         Source("live-probe", {"a": 1, "b": 1, "c": 1, "d": 1, "e": 1}, {}),

@@ -30,10 +30,11 @@ pytest.importorskip("mlx_lm")
 
 from mlx_lm.models.cache import make_prompt_cache  # noqa: E402
 
-from omlx_profiles.extract import profile_from_config, profile_from_model  # noqa: E402
-from omlx_profiles.extraction.mlx_specs import ARCHITECTURE_REMAPPING, MODEL_REMAPPING, SPECS  # noqa: E402
-from omlx_profiles.extraction.rules import PLAIN  # noqa: E402
-from omlx_profiles.kv import kv_report  # noqa: E402
+from omlx_profiles.extraction.from_config import profile_from_config  # noqa: E402
+from omlx_profiles.live.from_model import profile_from_model  # noqa: E402
+from omlx_profiles.mlxlm.facts import ARCHITECTURE_REMAPPING, MODEL_REMAPPING, SPECS  # noqa: E402
+from omlx_profiles.mlxlm.to_layers import PLAIN  # noqa: E402
+from omlx_profiles.kv.bytes import kv_report  # noqa: E402
 from omlx_profiles.live.build import build_model, shrink_config  # noqa: E402
 from omlx_profiles.live.probe import run_schedule  # noqa: E402
 
@@ -239,7 +240,7 @@ def test_seed_entry_point_set_model_info_from_model():
 def test_mlx_lm_load_of_a_local_directory(tmp_path):
     """``mlx_lm``'s own loader (``live.build.load_local``: config.json + safetensors, no hub) -> same profile as
     the directory's config.json, verified by the probe."""
-    from omlx_profiles.extract import resolve_path
+    from omlx_profiles.extraction.from_config import resolve_path
     from omlx_profiles.live.build import load_local, save_local
 
     small = shrink_config(json.loads(cfg_path("gemma-3-4b-it").read_text()), layers=6, q_heads=4)

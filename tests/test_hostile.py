@@ -343,7 +343,7 @@ def test_ok_profiles_load(name, tmp_path):
 
 @pytest.mark.parametrize("name", sorted(p.name for p in OK_DIR.glob("*.json")))
 def test_ok_configs_load(name):
-    pytest.importorskip("omlx_profiles.extract")
+    pytest.importorskip("omlx_profiles.extraction.from_config")
     r = run_main("estimate", "--config", str(OK_DIR / name), "--tokens", "1k", "--json")
     assert r.code == 0, r.err
     assert json.loads(r.out)["kv_bytes"] > 0
@@ -351,7 +351,7 @@ def test_ok_configs_load(name):
 
 def test_real_config_with_infinity_loads():
     """nemotron-h's time_step_limit: [0.0, Infinity] is real and must not be refused."""
-    pytest.importorskip("omlx_profiles.extract")
+    pytest.importorskip("omlx_profiles.extraction.from_config")
     from .conftest import CONFIGS
 
     cfg = CONFIGS / "nemotron-h-56b-base-8k.json"
@@ -381,7 +381,7 @@ def test_config_corpus_size():
 
 @pytest.mark.parametrize("name", [_param(f"config/{n}", n) for n in CONFIG_FILES])
 def test_config_estimate(name, tmp_path, workdir):
-    pytest.importorskip("omlx_profiles.extract")
+    pytest.importorskip("omlx_profiles.extraction.from_config")
     r = run_main("estimate", "--config", str(CONFIG_DIR / name), "--tokens", "1k")
     if name in CONFIG_ACCEPTED:
         assert r.code in (0, 1) and "Traceback" not in r.err and "internal error" not in r.err, r.err
@@ -392,7 +392,7 @@ def test_config_estimate(name, tmp_path, workdir):
 
 @pytest.mark.parametrize("name", [_param(f"config/{n}", n) for n in CONFIG_FILES])
 def test_config_extract_writes_nothing(name, tmp_path, workdir):
-    pytest.importorskip("omlx_profiles.extract")
+    pytest.importorskip("omlx_profiles.extraction.from_config")
     out = workdir / "skeleton.yaml"
     r = run_main("extract", str(CONFIG_DIR / name), "--write", str(out))
     if name in CONFIG_ACCEPTED:
@@ -405,7 +405,7 @@ def test_config_extract_writes_nothing(name, tmp_path, workdir):
 
 def test_config_remote_code_is_never_imported(tmp_path, workdir):
     """auto_map + trust_remote_code + a module beside the config that would leave a marker if imported."""
-    pytest.importorskip("omlx_profiles.extract")
+    pytest.importorskip("omlx_profiles.extraction.from_config")
     d = tmp_path / "model"
     d.mkdir()
     marker = tmp_path / "IMPORTED"
@@ -435,7 +435,7 @@ def _big_configs() -> dict[str, str]:
 
 @pytest.mark.parametrize("case", [_param(f"config/{c}", c) for c in sorted(_big_configs())])
 def test_config_big(case, tmp_path, workdir):
-    pytest.importorskip("omlx_profiles.extract")
+    pytest.importorskip("omlx_profiles.extraction.from_config")
     p = tmp_path / "config.json"
     p.write_text(_big_configs()[case])
     r = run_main("estimate", "--config", str(p), "--tokens", "1k")
@@ -445,7 +445,7 @@ def test_config_big(case, tmp_path, workdir):
 
 @pytest.mark.parametrize("where", ["missing", "directory_without_config", "dev_null", "dotdot"])
 def test_config_paths(where, tmp_path, workdir):
-    pytest.importorskip("omlx_profiles.extract")
+    pytest.importorskip("omlx_profiles.extraction.from_config")
     empty = tmp_path / "empty_dir"
     empty.mkdir()
     path = {"missing": str(tmp_path / "nope.json"), "directory_without_config": str(empty),

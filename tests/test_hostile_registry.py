@@ -8,7 +8,7 @@ import re
 import pytest
 
 from omlx_profiles import ProfileError, UnknownModelError, load_registry
-from omlx_profiles.registry import build_registry, profile_files
+from omlx_profiles.registry.index import build_registry, profile_files
 
 from .hostile.harness import EXIT_INVALID, assert_clean_failure, run_main
 
@@ -162,7 +162,7 @@ def test_registry_load_is_independent_of_file_order(tmp_path):
     d = tmp_path / "u"
     for i in range(5):
         write(d, f"f{i}.yaml", family(f"f{i}", variant(f"v{i}", ids=[f"org{i}/M{i}"], aliases=[f"a{i}"])))
-    from omlx_profiles.paths import builtin_profiles_dir
+    from omlx_profiles.registry.paths import builtin_profiles_dir
 
     builtin = profile_files(builtin_profiles_dir())
     reg1 = build_registry([builtin, profile_files(d)])

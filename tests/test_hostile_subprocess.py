@@ -60,7 +60,7 @@ def test_usage_errors(argv, fragment):
 
 
 def test_hostile_config(tmp_path):
-    pytest.importorskip("omlx_profiles.extract")
+    pytest.importorskip("omlx_profiles.extraction.from_config")
     r = run_subprocess("estimate", "--config", str(CONFIG_DIR / "layers_nan.json"), "--tokens", "1k")
     _judge(r, EXIT_USAGE, "num_hidden_layers", "layers_nan.json")
 

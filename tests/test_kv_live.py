@@ -1,6 +1,6 @@
 """Resident KV of every registry variant, against the live mlx-lm model built from the profile itself.
 
-For each variant ``omlx_profiles.live.synth.config_for_profile`` writes an mlx-lm config from the
+For each variant ``omlx_profiles.mlxlm.to_config.config_for_profile`` writes an mlx-lm config from the
 profile's own numbers (layer pattern, KV heads, key/value widths, windows, MLA ranks, state shapes;
 everything else shrunk), ``build_model`` builds it with random weights, ``run_schedule`` replays
 ``generate_step`` (or one direct call), and every layer's ``nbytes`` must equal the estimate computed
@@ -32,9 +32,9 @@ import pytest
 
 from omlx_profiles import load_registry
 from omlx_profiles.errors import UnsupportedError
-from omlx_profiles.kv import KVQuant, kv_report
-from omlx_profiles.live.synth import can_be_dense, config_for_profile, cut_profile, layer_roles
-from omlx_profiles.schema_models import Layers
+from omlx_profiles.kv.bytes import KVQuant, kv_report
+from omlx_profiles.mlxlm.to_config import can_be_dense, config_for_profile, cut_profile, layer_roles
+from omlx_profiles.schema.family import Layers
 
 mx = pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
@@ -392,7 +392,7 @@ def test_group_size_must_divide_head_width():
 
 def _with_layout(profile, kinds: dict, types: list[str], mlx_model_type: str | None = None):
     """A copy of ``profile`` with another layer layout (for the wrapper/direct contrasts below)."""
-    from omlx_profiles.profile import Profile
+    from omlx_profiles.registry.profile import Profile
 
     v = profile.variant.model_copy(update={"layers": Layers(kinds=kinds, types=types), "num_layers": len(types),
                                            **({"mlx_model_type": mlx_model_type} if mlx_model_type else {})})

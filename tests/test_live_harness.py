@@ -26,7 +26,7 @@ from omlx_profiles.live.build import (  # noqa: E402
     save_local,
     shrink_config,
 )
-from omlx_profiles.live.peak import measure_prefill_peak  # noqa: E402
+from omlx_profiles.live.measure import measure_prefill_peak  # noqa: E402
 from omlx_profiles.live.probe import (  # noqa: E402
     cache_report,
     cache_totals,

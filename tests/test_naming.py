@@ -9,8 +9,8 @@ import pytest
 
 from omlx_profiles import load_registry
 from omlx_profiles.errors import NotMLXCheckpointError, UnknownModelError
-from omlx_profiles.naming import parse_id
-from omlx_profiles.weights import estimate_weights
+from omlx_profiles.registry.naming import parse_id
+from omlx_profiles.estimate.weights import estimate_weights
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +40,11 @@ CASES = [
     ("mlx-community/gpt-oss-20b-MXFP4-Q8", "gpt-oss-20b", None, None, None),  # mixed
     ("some-user/Qwen3-8B-4bit", "qwen3-8b", 4, "affine", 64),
     ("/models/mlx-community/Qwen3-8B-4bit", "qwen3-8b", 4, "affine", 64),  # a path named like a repo
+    ("mlx-community/NVIDIA-Nemotron-H-56B-Base-8K-4bit", "nemotron-h-56b-base-8k", 4, "affine", 64),  # vendor prefix
+    ("lmstudio-community/Qwen3-8B-MLX-8bit", "qwen3-8b", 8, "affine", 64),
+    ("mlx-community/Qwen3-8B-4bit-dwq-v2", "qwen3-8b", 4, "affine", 64),
+    ("mlx-community/Qwen3-30B-A3B-4bit-DWQ-05082025", "qwen3-30b-a3b", 4, "affine", 64),
+    ("mlx-community/gpt-oss-20b-MXFP4-Q4", "gpt-oss-20b", None, None, None),  # mxfp4 experts + affine 4-bit
 ]
 
 
@@ -124,7 +129,7 @@ def test_parse_is_pure_and_bounded():
 
 
 def test_table_is_schema_checked(tmp_path, monkeypatch):
-    import omlx_profiles.naming as naming
+    import omlx_profiles.registry.naming as naming
     from omlx_profiles.errors import ProfileError
 
     d = tmp_path / "naming"

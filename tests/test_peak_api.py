@@ -7,10 +7,10 @@ import json
 import pytest
 
 from omlx_profiles.errors import InputError, UnsupportedError
-from omlx_profiles.estimator import Estimator
-from omlx_profiles.kv import kv_report
+from omlx_profiles.estimate.estimator import Estimator
+from omlx_profiles.kv.bytes import kv_report
 from omlx_profiles.peak.prefill import Request
-from omlx_profiles.registry import load_registry
+from omlx_profiles.registry.index import load_registry
 
 REG = load_registry([])
 

@@ -13,19 +13,20 @@ import json
 import pytest
 
 from omlx_profiles.errors import UnsupportedError
+from omlx_profiles.estimate import basis_survey as S
 from omlx_profiles.peak import basis as B
 from omlx_profiles.peak.prefill import Request, prefill_peak
-from omlx_profiles.peak.routes import KernelRoutes
+from omlx_profiles.peak.kernels import KernelRoutes
 from omlx_profiles.registry import load_registry
 
 
 @pytest.fixture(scope="module")
 def rows():
-    return B.survey()
+    return S.survey()
 
 
 def test_measured_traits_file_is_current(rows):
-    assert B.traits_file().read_text() == B.render_table(rows), (
+    assert B.traits_file().read_text() == S.render_table(rows), (
         "profiles/calibration/measured_traits.yaml is out of date: python -m omlx_profiles.peak.basis --write")
 
 
@@ -42,7 +43,7 @@ def test_leave_one_family_out_never_under(rows):
     """Remove a family's calibration: each of its points must still be covered (>= 1.00) or reported unknown."""
     unders, checked, unknown = [], 0, 0
     for fam in _families(rows):
-        table = B.measured_from(rows, exclude_family=fam)
+        table = S.measured_from(rows, exclude_family=fam)
         for r in rows:
             if r.family != fam:
                 continue
@@ -67,13 +68,13 @@ def test_left_out_families_lose_their_own_traits(rows):
     own points (e.g. latent MLA, gated-DeltaNet, Phi-3's fused projections, gpt-oss's sinks)."""
     for fam, backend, trait in [("deepseek_v3", "cuda", "attention:latent_mla"), ("phi3", "cuda", "fused_qkv"),
                                 ("gpt_oss", "cuda", "sinks"), ("qwen3_next", "cuda", "state:qwen3_next")]:
-        assert trait in B.measured_from(rows)[backend] or fam in ("qwen3_next", "phi3")  # never measured in band
-        assert trait not in B.measured_from(rows, exclude_family=fam).get(backend, frozenset())
+        assert trait in S.measured_from(rows)[backend] or fam in ("qwen3_next", "phi3")  # never measured in band
+        assert trait not in S.measured_from(rows, exclude_family=fam).get(backend, frozenset())
 
 
 def test_unders_disqualify_a_family(rows):
     """A family with a warm point under the measured peak gives no 'measured' trait (Phi-3 at 32k / 64k: 0.996)."""
-    table = B.measured_from(rows)
+    table = S.measured_from(rows)
     assert "fused_qkv" not in table["cuda"]
     phi = [r for r in rows if r.family == "phi3"]
     assert any(r.ratio < 1.0 for r in phi)

@@ -1,7 +1,7 @@
 """The prefill peak estimate against peaks measured live on MLX's CPU backend, 8 architectures.
 
 Each tiny model (hidden 256, 3-4 layers, random weights) is built by mlx-lm's own classes and its prompt
-replayed exactly as ``generate_step`` does (``omlx_profiles.live.peak``); its profile comes from the same
+replayed exactly as ``generate_step`` does (``omlx_profiles.live.measure``); its profile comes from the same
 config through the extraction (``profile_for_config``), so nothing the estimate reads is copied from a
 measurement. Three prompt lengths per architecture come from one replay: a prompt of ``k*256 + 1``
 tokens runs exactly the replay's first ``k`` chunks and then its last token alone, so its peak is the
@@ -18,8 +18,8 @@ import pytest
 mx = pytest.importorskip("mlx.core")
 
 from omlx_profiles.live.build import build_model  # noqa: E402
-from omlx_profiles.live.peak import measure_prefill_peak  # noqa: E402
-from omlx_profiles.peak.calibration import profile_for_config  # noqa: E402
+from omlx_profiles.live.measure import measure_prefill_peak  # noqa: E402
+from omlx_profiles.estimate.calibration import profile_for_config  # noqa: E402
 from omlx_profiles.peak.prefill import Request, prefill_peak  # noqa: E402
 
 CHUNK = 256

@@ -11,8 +11,9 @@ import gc
 import pytest
 
 from omlx_profiles.errors import InputError, UnsupportedError
-from omlx_profiles.peak import transient as T
-from omlx_profiles.peak.routes import (
+from omlx_profiles.peak.ops.attention import sdpa_items
+from omlx_profiles.peak.ops.items import CallContext
+from omlx_profiles.peak.kernels import (
     KernelRoutes,
     SdpaCall,
     parse_version,
@@ -112,7 +113,7 @@ def test_registered_tiled_kernel_takes_precedence():
     assert kr.route(call).route == "fallback"
     register_tiled(256, min_kv_len=8192, kv_tile=1024)
     try:
-        from omlx_profiles.peak.routes import tiled_state
+        from omlx_profiles.peak.kernels import tiled_state
 
         d = kr.route(call, tiled_state()[1])
         assert d.route == "tiled" and d.kv_tile == 1024
@@ -174,8 +175,8 @@ def test_cpu_fallback_sdpa_bytes_measured(dtype, mask, n_q, n_kv, dq):
     measured = _transient(lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=0.1,
                                                                         mask=None if m == "none" else m))
     kr = KernelRoutes.for_backend("cpu", mx.__version__)
-    ctx = T.CallContext(q_len=qL, offset=kL - qL, act=4 if dtype == "fp32" else 2, dtype=dtype, routes=kr, tiled={})
-    items = T._sdpa(ctx, SdpaCall(n_q, n_kv, dq, dq, qL, kL, mask, False, dtype), family="llama")
+    ctx = CallContext(q_len=qL, offset=kL - qL, act=4 if dtype == "fp32" else 2, dtype=dtype, routes=kr, tiled={})
+    items = sdpa_items(ctx, SdpaCall(n_q, n_kv, dq, dq, qL, kL, mask, False, dtype), family="llama")
     est = sum(i.bytes for i in items)
     assert measured - 16 <= est <= measured * 1.01, (est, measured)
 

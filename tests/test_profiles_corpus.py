@@ -132,7 +132,7 @@ def test_real_config_layout_matches_profile(short, hf_id, live):
 
 @pytest.mark.parametrize("name", sorted(REG.profiles))
 def test_full_size_synth_config_layout_matches_profile(name, live):
-    from omlx_profiles.live.synth import config_for_profile
+    from omlx_profiles.mlxlm.to_config import config_for_profile
 
     p = REG.profiles[name]
     layout, dt = live(config_for_profile(p, shrink=False))
@@ -203,7 +203,7 @@ def test_stored_model_types_match_installed_mlx_lm():
     mlx_lm = pytest.importorskip("mlx_lm")
     from mlx_lm.utils import MODEL_REMAPPING
 
-    from omlx_profiles.data_mlxlm_model_types import MLXLM_VERSION, MODULES, REMAPPING
+    from omlx_profiles.mlxlm.model_types import MLXLM_VERSION, MODULES, REMAPPING
 
     models = Path(mlx_lm.__file__).parent / "models"
     found = set()
@@ -223,8 +223,8 @@ def test_coverage_report_is_current(cli):
 
 
 def test_coverage_lists_every_model_type_and_variant():
-    from omlx_profiles.coverage import coverage_rows
-    from omlx_profiles.data_mlxlm_model_types import MODULES, REMAPPING
+    from omlx_profiles.mlxlm.coverage import coverage_rows
+    from omlx_profiles.mlxlm.model_types import MODULES, REMAPPING
 
     rows = coverage_rows(REG)
     assert {r.module for r in rows} == set(MODULES)
@@ -239,7 +239,7 @@ def test_coverage_needs_no_mlx():
     import subprocess
     import sys
 
-    code = ("import sys, omlx_profiles; from omlx_profiles.coverage import coverage_rows, render_markdown; "
+    code = ("import sys, omlx_profiles; from omlx_profiles.mlxlm.coverage import coverage_rows, render_markdown; "
             "render_markdown(coverage_rows(omlx_profiles.load_registry(include_env=False))); "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm', 'transformers')]; "
             "sys.exit(1 if bad else 0)")
@@ -253,7 +253,7 @@ def test_coverage_needs_no_mlx():
 
 @pytest.mark.parametrize("name", sorted(REG.profiles))
 def test_synth_config_for_every_variant(name):
-    from omlx_profiles.live.synth import config_for_profile, cut_profile
+    from omlx_profiles.mlxlm.to_config import config_for_profile, cut_profile
 
     p = REG.profiles[name]
     for layers in (None, "period", "kinds"):
@@ -287,7 +287,7 @@ def _real(short: str) -> dict:
 ])
 def test_state_shapes_round_trip_to_config_dims(name, short, keys):
     """The config dims synth solves back from the profile's tensor shapes are the checkpoint's own."""
-    from omlx_profiles.live.synth import config_for_profile
+    from omlx_profiles.mlxlm.to_config import config_for_profile
 
     cfg = config_for_profile(REG.profiles[name], shrink=False)
     cfg = cfg.get("text_config", cfg)
@@ -297,8 +297,8 @@ def test_state_shapes_round_trip_to_config_dims(name, short, keys):
 
 
 def _relaid(name: str, **layers):
-    from omlx_profiles.profile import Profile
-    from omlx_profiles.schema_models import Layers
+    from omlx_profiles.registry.profile import Profile
+    from omlx_profiles.schema.family import Layers
 
     p = REG.profiles[name]
     v = p.variant.model_copy(update={"layers": Layers(**layers)})
@@ -326,14 +326,14 @@ def _relaid(name: str, **layers):
     ("qwen3-8b", {"kinds": {"x": {"kind": "chunked", "chunk": 128}}, "pattern": ["x"]}, "has no layer of kind"),
 ])
 def test_synth_refuses_layouts_mlx_lm_cannot_build(name, layers, match):
-    from omlx_profiles.live.synth import SynthError, config_for_profile
+    from omlx_profiles.mlxlm.to_config import SynthError, config_for_profile
 
     with pytest.raises(SynthError, match=match):
         config_for_profile(_relaid(name, **layers))
 
 
 def test_cut_profile_keeps_kinds():
-    from omlx_profiles.live.synth import cut_profile
+    from omlx_profiles.mlxlm.to_config import cut_profile
 
     nem = REG.profiles["nemotron-h-56b-base-8k"]
     assert "".join(cut_profile(nem, "kinds").layer_names) == "M-*"

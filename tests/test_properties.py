@@ -42,7 +42,7 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from omlx_profiles import Estimator, KVQuant, UnsupportedError, kv_bytes, kv_report
-from omlx_profiles.registry import build_registry
+from omlx_profiles.registry.index import build_registry
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -278,7 +278,7 @@ def test_wider_dtype_never_holds_less(doc, tokens, chunk):
 def test_counterexamples_are_mlx_lm_behaviour():
     mx = pytest.importorskip("mlx.core")
     cache = pytest.importorskip("mlx_lm.models.cache")
-    from omlx_profiles.rows import calls_for
+    from omlx_profiles.kv.replay import calls_for
 
     def feed(c, calls):
         for s in calls:

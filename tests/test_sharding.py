@@ -41,10 +41,10 @@ def test_plan_validates_against_committed_json_schema():
     import jsonschema
     import yaml
 
-    from omlx_profiles.paths import schema_dir
+    from omlx_profiles.registry.paths import schema_dir
 
-    assert plan_path().read_text().splitlines()[0] == "# yaml-language-server: $schema=../../schema/sharding.schema.json"
-    schema = json.loads((schema_dir() / "sharding.schema.json").read_text())
+    assert plan_path().read_text().splitlines()[0] == "# yaml-language-server: $schema=../../schema/v1/sharding.schema.json"
+    schema = json.loads((schema_dir() / "v1" / "sharding.schema.json").read_text())
     doc = yaml.safe_load(plan_path().read_text())
     assert list(jsonschema.Draft202012Validator(schema).iter_errors(doc)) == []
     assert len(load_plan().modules) >= 24
@@ -168,3 +168,16 @@ def test_spec_rejects_bad_values():
                 dict(ranks=2, parallel="pipeline", split=(1,))):
         with pytest.raises(InputError):
             ShardSpec(**bad)
+
+
+def test_chart_one_panel_per_rank(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "ranks.png"
+    code, text, err = run_cli("chart", "Qwen/Qwen3-30B-A3B", "--ranks", "2", "--parallel", "pipeline", "--weights",
+                              "60GB", "--budget", "40GiB", "--max-tokens", "16k", "--points", "8", "-o", str(out))
+    assert code == 0, err
+    assert out.stat().st_size > 10_000
+    assert "rank 0/2" in text and "rank 1/2" in text
+    code, _, err = run_cli("chart", "Qwen/Qwen3-30B-A3B", "--ranks", "2", "--parallel", "pipeline", "--weights",
+                           "60GB", "--budget", "40GiB,30GiB", "-o", str(tmp_path / "other.png"))
+    assert code == 2 and "one budget line" in err

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from omlx_profiles.budget import RESERVE_FIXED, default_reserve, usable
+from omlx_profiles.estimate.budget import RESERVE_FIXED, default_reserve, usable
 from omlx_profiles.errors import InputError
-from omlx_profiles.render import table, tokens
+from omlx_profiles.cli.render import table, tokens
 from omlx_profiles.units import format_bytes, format_tokens, parse_size, parse_tokens
 
 

@@ -6,7 +6,7 @@ import re
 import pytest
 
 LLAMA_OK = """\
-# yaml-language-server: $schema=../schema/profile.schema.json
+# yaml-language-server: $schema=../schema/v1/profile.schema.json
 family: t
 model_types: [llama]
 defaults:
@@ -83,3 +83,28 @@ def test_python_tag_is_refused_and_not_run(cli, tmp_path):
 def test_missing_path(cli, tmp_path):
     code, _, err = cli("validate", str(tmp_path / "nope.yaml"))
     assert code == 1 and "no such file" in err
+
+
+def test_every_kind_of_data_file_is_checked(tmp_path):
+    """A directory laid out like profiles/: the sharding plan, the naming table, kernel tables and
+    calibration files are validated against their own models (a typo'd key in each is reported)."""
+    import shutil
+
+    from omlx_profiles.registry.check import validate_paths
+
+    from .conftest import PROFILES
+
+    d = tmp_path / "profiles"
+    for rel in ["llama.yaml", "mlx_lm/sharding.yaml", "naming/ids.yaml", "kernels/cpu.yaml",
+                "calibration/cpu/qwen3-8b-shrunk.yaml"]:
+        (d / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(PROFILES / rel, d / rel)
+    assert validate_paths([d]) == ([], 6)
+    for rel, key in [("mlx_lm/sharding.yaml", "mlx_lm:"), ("naming/ids.yaml", "version:"),
+                     ("kernels/cpu.yaml", "backend:"), ("calibration/cpu/qwen3-8b-shrunk.yaml", "device:")]:
+        p = d / rel
+        p.write_text(p.read_text().replace(key, "typo_" + key, 1))
+    issues, _ = validate_paths([d])
+    for rel, key in [("mlx_lm/sharding.yaml", "typo_mlx_lm"), ("naming/ids.yaml", "typo_version"),
+                     ("kernels/cpu.yaml", "typo_backend"), ("calibration/cpu/qwen3-8b-shrunk.yaml", "typo_device")]:
+        assert any(i.file == str(d / rel) and i.path == key and "unknown key" in i.message for i in issues), (rel, issues)

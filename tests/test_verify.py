@@ -1,6 +1,6 @@
 """Live verification: a profile (YAML or extracted) against the caches mlx-lm really builds.
 
-Models are built lazily from the real configs at full size (nothing allocated; see ``omlx_profiles.verify``).
+Models are built lazily from the real configs at full size (nothing allocated; see ``omlx_profiles.live.verify``).
 A deliberately wrong YAML must be caught with the field, the YAML line and the live value.
 """
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
 
-from omlx_profiles.extract import extract_path, profile_from_config  # noqa: E402
-from omlx_profiles.registry import build_registry, load_registry  # noqa: E402
-from omlx_profiles.verify import VerificationError, verify_profile  # noqa: E402
+from omlx_profiles.extraction.from_config import extract_path, profile_from_config  # noqa: E402
+from omlx_profiles.registry.index import build_registry, load_registry  # noqa: E402
+from omlx_profiles.live.verify import VerificationError, verify_profile  # noqa: E402
 
 from .conftest import CONFIGS, run_cli  # noqa: E402
 from .test_extract import FORMULA, cfg_path  # noqa: E402

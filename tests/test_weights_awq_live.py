@@ -18,8 +18,8 @@ from mlx.utils import tree_flatten  # noqa: E402
 from mlx_lm.utils import load_model  # noqa: E402
 
 from omlx_profiles import load_registry  # noqa: E402
-from omlx_profiles.extract import resolve_path  # noqa: E402
-from omlx_profiles.weights import estimate_weights  # noqa: E402
+from omlx_profiles.extraction.from_config import resolve_path  # noqa: E402
+from omlx_profiles.estimate.weights import estimate_weights  # noqa: E402
 
 pytestmark = pytest.mark.live
 

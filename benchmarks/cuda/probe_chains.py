@@ -2,7 +2,7 @@
 
 Each step is ``x <- x + f(x)`` with the big operands (K, V, the mask, the expert weights) evaluated once
 beforehand, so the peak over what was allocated before the chain is the memory of the steps whose graphs
-are still in flight. ``omlx_profiles.peak.transient`` predicts it from the same shapes (the test / the
+are still in flight. ``omlx_profiles.peak`` predicts it from the same shapes (the test / the
 analysis builds the items of one step and replays the graph-commit rules); comparing the two says
 whether the items count each kernel's input elements the way MLX does.
 

@@ -3,7 +3,7 @@
 Chains of ops whose outputs cannot be donated (matmuls, dtype casts): every op's output stays allocated
 until the graph holding its consumer has completed on the GPU, so the peak over the inputs, divided by
 one output's size, is the number of ops whose outputs are live at once. The graph-commit model
-(``omlx_profiles.peak.transient.graph_window_max``, profiles/kernels/cuda.yaml ``graph_commit``) predicts
+(``omlx_profiles.peak.executor.graph_window_max``, profiles/kernels/cuda.yaml ``graph_commit``) predicts
 it from the commit rules: a graph ends after the op that takes it past ``max_nodes`` nodes or past
 ``max_mega_elements`` Mi-elements of kernel inputs, and at most ``max_inflight_graphs`` committed graphs
 are in flight while the host encodes the next one.

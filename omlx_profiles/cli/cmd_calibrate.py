@@ -2,7 +2,7 @@
 MLX backend and compare them with the estimate.
 
 It builds the live mlx-lm model with random weights (``omlx_profiles.live.build``: nothing is downloaded),
-replays ``generate_step``'s prefill (``omlx_profiles.live.peak``), records the peak over the baseline per
+replays ``generate_step``'s prefill (``omlx_profiles.live.measure``), records the peak over the baseline per
 call and overall, prints estimate / measured with a progress bar on stderr, and saves the points to
 ``profiles/calibration/<backend>/<variant>.yaml`` (``--out`` to change, ``--no-save`` to skip), which the
 tests check the estimator against.
@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..dtypes import normalize_dtype
 from ..errors import InputError, UnsupportedError
 from .common import add_model_args, positive_int_arg, resolve_model
 
@@ -71,7 +72,7 @@ def _config_for(res, args) -> dict:
         except ValueError:
             raise InputError(f"--layers must be an integer or 'period', got {args.layers!r}") from None
     if args.config:
-        from ..extraction.config import load_config
+        from ..mlxlm.config import load_config
 
         cfg = load_config(args.config).data  # bounded, regular files only, errors name the file
         if args.shrink or layers is not None:
@@ -81,7 +82,7 @@ def _config_for(res, args) -> dict:
                 cfg, hidden=10**9, intermediate=10**9, vocab=cfg.get("vocab_size", 512), experts=10**9,
                 top_k=10**9, layers=layers)
         return cfg
-    from ..live.synth import SynthError, config_for_profile
+    from ..mlxlm.to_config import SynthError, config_for_profile
 
     try:
         return config_for_profile(res.profile, shrink=args.shrink, layers=layers)
@@ -149,14 +150,14 @@ def _bar(i: int, n: int, label: str, t0: float) -> None:
 
 
 def run(args) -> int:
-    try:
+    try:  # the live harness imports mlx and mlx-lm; this command is the only one that measures
         import mlx.core as mx
 
         from ..live.build import build_model
-        from ..live.peak import backend_info, measure_prefill_peak
+        from ..live.measure import backend_info, measure_prefill_peak
     except ImportError as e:
         raise UnsupportedError(f"unsupported: calibrate needs mlx and mlx-lm installed ({e})") from None
-    from ..peak.calibration import calibration_dir, profile_for_config
+    from ..estimate.calibration import calibration_dir, profile_for_config
     from ..peak.prefill import Request, prefill_peak
     from ..units import format_bytes
 
@@ -175,7 +176,7 @@ def run(args) -> int:
     info = backend_info()
     backend = info["backend"] if info["backend"] in ("cpu", "cuda", "metal") else "cpu"
     model = build_model(cfg, args.dtype, lazy=True)  # nothing allocated yet: check it fits first
-    dt = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(model.omlx_build_info.dtype, args.dtype)
+    dt = normalize_dtype(model.omlx_build_info.dtype) or args.dtype
     prof = profile_for_config(cfg, dt)
     _preflight(prof, res.profile.name, model.omlx_build_info.weights_nbytes, args, backend, mx)
     mx.eval(model.parameters())
@@ -189,13 +190,13 @@ def run(args) -> int:
     _bar(len(jobs), len(jobs), "done", t0)
 
     points, ok = [], True
-    print(f"{res.profile.name} ({prof.mlx_model_type}, {dt}) on {backend}, MLX {mx.__version__}, chunk {args.chunk}")
+    print(f"{res.profile.name} ({prof.mlx_model_type}, {dt}) on {backend}, MLX {info['mlx_version']}, chunk {args.chunk}")
     print(f"{'tokens':>8} {'measured':>12} {'estimate':>12} {'est/meas':>9}  peak call")
     for n, runs in measured.items():
         peak = max(r["peak_over_baseline"] for r in runs)
         try:
             bd = prefill_peak(prof, Request(n, cached=args.cached, chunk=args.chunk), backend=backend,
-                              mlx_version=mx.__version__, dtype=dt)
+                              mlx_version=info["mlx_version"], dtype=dt)
             est, ratio = bd.peak_bytes, bd.peak_bytes / peak if peak else float("inf")
             where = f"call {bd.peak_call} (qL={bd.peak_q_len}, kL={bd.peak_kv_len})"
         except UnsupportedError as e:
@@ -228,7 +229,10 @@ def run(args) -> int:
 def _write(path: Path, backend: str, info: dict, dt: str, points: list[dict]) -> None:
     import yaml
 
-    head = ("# Prefill peaks measured by `omlx-profiles calibrate` (random weights; generate_step's prefill replayed;\n"
+    from ..schema.export import CALIBRATION, hint_line
+
+    head = (hint_line(CALIBRATION, 3) + "\n"  # profiles/calibration/<backend>/, the default place
+            "# Prefill peaks measured by `omlx-profiles calibrate` (random weights; generate_step's prefill replayed;\n"
             "# peak_over_baseline = max over calls of mx.get_peak_memory() minus the active memory with the weights\n"
             "# (and any cached prefix) resident). Tests compare the estimator with peak_over_baseline_max.\n")
     doc = {"backend": backend, "device": info.get("default_device"), "mlx": info.get("mlx_version"),

@@ -12,35 +12,17 @@ an engine importing the package, never load it.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
+from ..estimate.budget import reserve_for
+from ..estimate.fit import Series, series_for
 from ..units import format_bytes, format_tokens
-from .common import add_model_args, size_arg, tokens_arg
+from .common import add_model_args, add_request_args, fit_request, size_arg, tokens_arg, weights_of
 
 GIB = 1024**3
 DEFAULT_POINTS = 160
 FORMATS = (".png", ".svg", ".pdf")  # what the chart is offered as; matplotlib picks the writer by extension
-
-
-@dataclass
-class Series:
-    """One model's curve: per context length, the three stacked parts (bytes)."""
-
-    label: str
-    tokens: list[int]
-    weights: list[int]
-    kv: list[int]
-    transient: list[int]
-    weights_label: str = ""
-    max_tokens: int | None = None
-    max_context: int | None = None
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def totals(self) -> list[int]:
-        return [w + k + t for w, k, t in zip(self.weights, self.kv, self.transient)]
 
 
 def register(sub) -> None:
@@ -65,15 +47,12 @@ def register(sub) -> None:
                    help="output file: .png, .svg or .pdf (default mem.png); a new file unless --force")
     p.add_argument("--force", action="store_true", help="replace the output file if it exists")
     p.add_argument("--points", type=int, default=DEFAULT_POINTS, help=argparse.SUPPRESS)
-    from .cmd_fit import add_request_args
-
     add_request_args(p)
     add_shard_args(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from .cmd_fit import resolve_weights, series_for
     from .common import resolve_model
     from .sharded import chart_series, single_budget, wants_sharding
 
@@ -99,11 +78,14 @@ def run(args) -> int:
         if len(models) > 1:
             raise InputError("chart --ranks draws one model (one panel per rank): give a single MODEL")
         out = chart_series(resolve_model(args, models[0] if models else None), args)
+    req = fit_request(args)
+    reserve = reserve_for(args.budget, args.reserve) if not sharded else getattr(args, "reserve_bytes", None)
     for q in (models or [None]) if not sharded else []:
         res = resolve_model(args, q)
-        weights = resolve_weights(res, args)
-        out.append(series_for(res, weights, args))
-    path = plot(out, args.budget, args.reserve_bytes, args.output, args.max_tokens, force=args.force)
+        weights = weights_of(args, res)
+        out.append(series_for(res, weights, req, points=args.points, max_tokens=args.max_tokens,
+                              budget=args.budget, reserve=reserve))
+    path = plot(out, args.budget, reserve, args.output, args.max_tokens, force=args.force)
     print(f"wrote {path}")
     for s in out:
         if s.max_tokens is not None and args.budget is not None:

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from ..coverage import coverage_rows, render_markdown
-from ..paths import builtin_profiles_dir
-from ..registry import load_registry
+from ..mlxlm.coverage import coverage_rows, render_markdown
+from ..registry.paths import builtin_profiles_dir
+from ..registry.index import load_registry
 from .common import print_json
 
 FILENAME = "COVERAGE.md"

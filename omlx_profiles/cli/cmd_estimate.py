@@ -1,9 +1,9 @@
 """``omlx-profiles estimate MODEL --tokens N``: resident KV (exact) for a prompt, per layer."""
 from __future__ import annotations
 
-from ..kv import DEFAULT_QUANTIZED_KV_START, KVQuant
-from ..report import EstimateOptions, build_estimate
-from .common import add_model_args, positive_int_arg, print_json, resolve_model, tokens_arg
+from ..kv.bytes import DEFAULT_QUANTIZED_KV_START, KVQuant
+from ..estimate.report import EstimateOptions, build_estimate
+from .common import add_model_args, add_weights_args, positive_int_arg, print_json, resolve_model, tokens_arg, weights_of
 
 
 def register(sub) -> None:
@@ -28,9 +28,7 @@ def register(sub) -> None:
     p.add_argument("--kv-group-size", type=int, choices=(32, 64, 128), default=64)
     p.add_argument("--kv-start", type=positive_int_arg, default=DEFAULT_QUANTIZED_KV_START,
                    help=f"quantized_kv_start (default {DEFAULT_QUANTIZED_KV_START}, mlx-lm's)")
-    from .cmd_fit import add_weights_args  # --weights-bits, --reserve (issue 6)
-
-    add_weights_args(p)
+    add_weights_args(p)  # --weights-bits, --weights, --reserve
     # prefill peak (issue 5)
     from .common import size_arg
 
@@ -60,20 +58,19 @@ def options(args) -> EstimateOptions:
 def run(args) -> int:
     from dataclasses import replace
 
-    from .cmd_fit import resolve_weights
     from .sharded import run_estimate, single_budget, wants_sharding
 
     if wants_sharding(args):
         return run_estimate(args)
     single_budget(args)
     res = resolve_model(args)
-    weights = resolve_weights(res, args)  # exact from a local dir's safetensors headers, else the profile
+    weights = weights_of(args, res)  # exact from a local dir's safetensors headers, else the profile
     est = build_estimate(res, replace(options(args), weights=weights))
     est["weights"] = weights.as_dict()
     if args.json:
         print_json(est)
     else:
-        from ..render import render_estimate
+        from .render import render_estimate
 
         print(render_estimate(est))
     # with a budget, exit 0 only when the request is shown to fit (unknown weights cannot show it)

@@ -37,8 +37,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..extract import extract_path, slug
-    from ..extraction.merge import match_registry
+    from ..extraction.from_config import extract_path, slug
+    from ..extraction.match import match_registry
     from ..extraction.skeleton import render
 
     if args.force and not args.write:
@@ -66,7 +66,7 @@ def run(args) -> int:
 
     dis = None
     if args.verify:
-        from ..verify import verify_profile
+        from ..live.verify import verify_profile
 
         dis = verify_profile(profile, config=lc.data)
 
@@ -96,14 +96,14 @@ def run(args) -> int:
 
 def _check_roundtrip(text: str, ex) -> None:
     """The emitted YAML must parse back to exactly the extracted payload (guards the emitter)."""
-    from ..schema_models import ProfileFile
-    from ..yaml_io import load_yaml_text
+    from ..schema.family import ProfileFile
+    from ..registry.yaml_safe import load_yaml_text
 
     data = load_yaml_text(text, "<extract>")
     pf = ProfileFile.model_validate(data)
     v = pf.variants[0]
     got = {k: getattr(v, k) for k in v.model_fields_set if k in ex.payload}
-    from ..schema_models import CompleteVariant
+    from ..schema.family import CompleteVariant
 
     want = CompleteVariant.model_validate(ex.payload)
     for k in ex.payload:

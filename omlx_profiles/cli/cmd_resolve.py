@@ -4,7 +4,7 @@
 defaults) for a registry profile, the config key (or mlx-lm default) for a config.json.
 ``--verify`` compares the profile with the live mlx-lm model (needs the mlx extra): built lazily from
 ``--config``/the model directory when the query is one, else from ``--against CONFIG`` (the real
-checkpoint's config.json, which a YAML must match) or ``omlx_profiles.live.synth``. ``--strict`` makes
+checkpoint's config.json, which a YAML must match) or ``omlx_profiles.mlxlm.to_config``. ``--strict`` makes
 a disagreement exit 1.
 """
 from __future__ import annotations
@@ -39,12 +39,12 @@ def run(args) -> int:
     res = resolve_model(args)
     out = res.as_dict()
     if args.explain:
-        from ..provenance import explain
+        from ..registry.provenance import explain
 
-        out["provenance"] = explain(res, args)
+        out["provenance"] = explain(res, registry=registry(args))
     dis = None
     if getattr(args, "verify", False):
-        from ..verify import verify_profile
+        from ..live.verify import verify_profile
 
         live_cfg = args.against or (res.matched if res.matched_by in ("config", "directory") else None)
         reg = registry(args) if res.matched_by not in ("config", "directory") else None

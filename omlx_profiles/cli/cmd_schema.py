@@ -1,30 +1,57 @@
-"""``omlx-profiles schema [--write]``: print or regenerate the JSON Schema in schema/."""
+"""``omlx-profiles schema [--write [DIR] | --check [DIR]]``: print, write or check the JSON Schemas.
+
+``--check DIR`` is for repositories that vendor the schemas (``schema --write schema/`` once, then
+``schema --check schema/`` in CI): it fails when the installed omlx-profiles generates different files,
+so a vendored copy never silently validates against last year's rules.
+"""
 from __future__ import annotations
 
-from ..paths import schema_dir
-from ..schema_export import drifted, render, schemas, write_schemas
+import sys
+from pathlib import Path
+
+from ..registry.paths import schema_dir
+from ..schema.export import (CALIBRATION, KERNELS, NAMING, PROFILE, SCHEMA_VERSION, SHARDING, drifted, render, schemas,
+                              version_dir, write_schemas)
+
+_NAMES = {"profile": PROFILE, "kernels": KERNELS, "calibration": CALIBRATION, "sharding": SHARDING, "naming": NAMING}
 
 
 def register(sub) -> None:
-    p = sub.add_parser("schema", help="print or write the JSON Schema generated from the models",
-                       description="Print the JSON Schema of profile files, or --write schema/*.json.",
-                       epilog="examples:\n  omlx-profiles schema --write\n  omlx-profiles schema --check")
+    p = sub.add_parser("schema", help="print, write or check the JSON Schemas generated from the models",
+                       description=f"Print a JSON Schema (schema version {SCHEMA_VERSION}), write them all to "
+                                   f"DIR/{version_dir()}/, or check that DIR/{version_dir()}/ matches the models. "
+                                   "DIR defaults to the package's own schema/ directory.",
+                       epilog="examples:\n  omlx-profiles schema --write\n  omlx-profiles schema --check\n"
+                              "  omlx-profiles schema --write vendor/omlx-schema   # vendor them in your repository\n"
+                              "  omlx-profiles schema --check vendor/omlx-schema   # in CI: fails when they drift\n"
+                              "  omlx-profiles schema --name calibration")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--write", action="store_true", help="write schema/profile.schema.json and schema/kernels.schema.json")
-    g.add_argument("--check", action="store_true", help="exit 1 if the committed files drifted from the models")
+    g.add_argument("--write", nargs="?", const="", metavar="DIR", help="write DIR/v<N>/*.schema.json")
+    g.add_argument("--check", nargs="?", const="", metavar="DIR",
+                   help="exit 1 if DIR/v<N>/*.schema.json is missing or differs from the models")
+    p.add_argument("--name", choices=sorted(_NAMES), default="profile", help="which schema to print (default profile)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    d = schema_dir()
-    if args.write:
-        for path in write_schemas(d):
+    if args.write is not None:
+        d = Path(args.write) if args.write else schema_dir()
+        try:
+            written = write_schemas(d)
+        except OSError as e:
+            print(f"error: cannot write {d}: {e.strerror or e}", file=sys.stderr)
+            return 1
+        for path in written:
             print(f"wrote {path}")
         return 0
-    if args.check:
+    if args.check is not None:
+        d = Path(args.check) if args.check else schema_dir()
         bad = drifted(d)
         for name in bad:
-            print(f"error: {d / name} differs from the models; run `omlx-profiles schema --write`")
+            print(f"error: {d / name} is missing or differs from the models of this omlx-profiles; "
+                  f"run `omlx-profiles schema --write {d}`", file=sys.stderr)
+        if not bad:
+            print(f"ok: {d / version_dir()} matches schema version {SCHEMA_VERSION}")
         return 1 if bad else 0
-    print(render(schemas()["profile.schema.json"]), end="")
+    print(render(schemas()[_NAMES[args.name]]), end="")
     return 0

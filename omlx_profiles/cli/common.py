@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..errors import InputError, NotMLXCheckpointError
-from ..registry import Registry, Resolution, load_registry
+from ..registry.index import Registry, Resolution, load_registry
 from ..units import parse_size, parse_tokens
 
 
@@ -125,7 +125,7 @@ def _looks_like_path(q: str) -> bool:
 
 
 def _from_config(path: Path, args, reg: Registry | None = None) -> Resolution:
-    from .. import extract  # config.json extraction (no mlx)
+    from ..extraction import from_config as extract  # config.json extraction (no mlx)
 
     return extract.resolve_path(path, registry=reg or registry(args))
 
@@ -156,6 +156,60 @@ def positive_int_arg(text: str) -> int:
     if v <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {text}")
     return v
+
+
+WEIGHT_BITS = (2, 3, 4, 5, 6, 8, 16)
+
+
+def add_weights_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--weights-bits", type=int, choices=WEIGHT_BITS, metavar="BITS",
+                   help="weights quantized to BITS (2-8; 16 = bf16) instead of what the model id / checkpoint says")
+    g.add_argument("--weights", type=size_arg, metavar="SIZE", dest="weights_size",
+                   help="the weights' size as you know it (e.g. 4.5GB), when the profile has no parameter count")
+    p.add_argument("--reserve", type=size_arg, metavar="SIZE",
+                   help="memory kept free inside the budget (default 512MiB + 5%% of the budget: "
+                        "MLX's cache-GC threshold and the runtime; see README)")
+
+
+def add_request_args(p: argparse.ArgumentParser) -> None:
+    """The request shape shared by fit and chart (estimate has the same flags)."""
+    p.add_argument("--chunk", type=positive_int_arg, default=2048, help="prefill step size (default 2048, mlx-lm's)")
+    p.add_argument("--cached", type=tokens_arg, default=0, metavar="N",
+                   help="tokens already in the cache (prefix cache): widen attention, add no KV (default 0)")
+    p.add_argument("--backend", choices=("metal", "cuda", "cpu"), help="MLX backend whose kernels run the prefill")
+    p.add_argument("--mlx-version", metavar="V", help="MLX version (kernel routes change between versions)")
+    add_weights_args(p)
+
+
+def fit_request(args):
+    """The flags of ``add_request_args`` as plain values (``estimate.fit.FitRequest``)."""
+    from ..estimate.fit import FitRequest
+
+    return FitRequest(chunk=args.chunk, cached=args.cached, backend=args.backend, mlx_version=args.mlx_version,
+                      weights_bits=getattr(args, "weights_bits", None))
+
+
+def model_dir(args, res) -> Path | None:
+    """The local model directory MODEL (or --config) points at, for exact weights from safetensors."""
+    for cand in (getattr(args, "config", None), getattr(args, "model", None) if isinstance(getattr(args, "model", None), str) else None,
+                 res.query):
+        if not cand:
+            continue
+        p = Path(cand).expanduser()
+        if p.is_file() and p.name.endswith(".json"):
+            p = p.parent
+        if p.is_dir():
+            return p
+    return None
+
+
+def weights_of(args, res):
+    """The weights term from ``--weights`` / ``--weights-bits`` / a local model directory, else the profile."""
+    from ..estimate.weights import weights_for
+
+    return weights_for(res, given=getattr(args, "weights_size", None), bits=getattr(args, "weights_bits", None),
+                       model_dir=model_dir(args, res))
 
 
 def print_json(obj) -> None:

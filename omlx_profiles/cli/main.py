@@ -44,13 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
-        try:
-            mod = importlib.import_module(f".cmd_{name}", __package__)
-        except ModuleNotFoundError as e:
-            if e.name and e.name.endswith(f"cmd_{name}"):
-                continue  # command not built yet
-            raise
-        mod.register(sub)
+        importlib.import_module(f".cmd_{name}", __package__).register(sub)
     return parser
 
 

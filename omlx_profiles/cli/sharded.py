@@ -77,7 +77,7 @@ def wants_sharding(args) -> bool:
 
 
 def _options(args, budgets: tuple[int, ...]):
-    from ..report import DEFAULT_BACKEND
+    from ..estimate.report import DEFAULT_BACKEND
     from ..sharding import ShardedOptions, ShardSpec
 
     spec = ShardSpec(args.ranks, args.parallel, getattr(args, "split", None))
@@ -92,15 +92,15 @@ def _options(args, budgets: tuple[int, ...]):
 
 
 def _weights(res, args, opts):
-    from ..safetensors_header import read_checkpoint, weight_files
+    from ..estimate.safetensors import read_checkpoint, weight_files
     from ..sharding import rank_profiles, rank_weights
-    from .cmd_fit import local_dir, resolve_weights
+    from .common import model_dir as local_dir, weights_of
 
     views = rank_profiles(res.profile, opts.spec)
     d = local_dir(args, res)
     if d is not None and getattr(args, "weights_size", None) is None and weight_files(d):
         return views, rank_weights(res.profile, opts.spec, views, checkpoint=read_checkpoint(d))
-    return views, rank_weights(res.profile, opts.spec, views, whole=resolve_weights(res, args))
+    return views, rank_weights(res.profile, opts.spec, views, whole=weights_of(args, res))
 
 
 def _budgets(args) -> tuple[int, ...]:
@@ -144,10 +144,10 @@ def run_fit(args) -> int:
 def chart_series(res, args) -> list:
     """One chart panel per rank: its weights, KV at the peak and transient (+ communication) per length."""
     from ..peak.prefill import Request, prefill_peak
-    from ..rows import STEP
+    from ..kv.replay import STEP
     from ..sharding import sharded_fit
     from ..sharding.report import comm_bytes
-    from .cmd_chart import Series
+    from ..estimate.fit import Series
 
     budgets = _budgets(args)
     if len(budgets) > 1:
@@ -178,7 +178,7 @@ def chart_series(res, args) -> list:
         label = f"{res.query} rank {v.rank}/{opts.spec.ranks} ({opts.spec.parallel}, layers {v.start}-{v.end - 1})"
         out.append(Series(label, xs, ws, kv, tr, f"weights {format_bytes(w.bytes)} ({w.label})", mt,
                           res.profile.max_context))
-    from ..budget import default_reserve
+    from ..estimate.budget import default_reserve
 
     args.budget = budgets[0] if budgets else None
     args.reserve_bytes = None if args.budget is None else (
@@ -209,7 +209,7 @@ def _rows(per: list[dict]) -> list:
 
 
 def render_sharded(est: dict) -> str:
-    from ..render import table
+    from .render import table
 
     per = est["per_rank"]
     head = (f"{est['model']} -> {est['variant']} ({est['mlx_model_type']}), {est['ranks']} ranks, "
@@ -236,8 +236,8 @@ def render_sharded_fit(fit: dict) -> str:
            "  longest context per rank: " + ", ".join(f"rank {i} {t:,}" for i, t in
                                                       enumerate(fit["max_tokens_per_rank"])), ""]
     if not fit["max_tokens"]:
-        out.append(f"does not fit at any context: rank {fit['binding_rank']} cannot hold even "
-                   f"{fit['cached'] + 1} tokens")
+        out.append(f"does not fit at any context: rank {fit['binding_rank']} cannot hold even a "
+                   f"{fit['cached'] + 1}-token prompt")
     else:
         out.append(f"longest context every rank holds: {fit['max_tokens']:,} tokens (rank {fit['binding_rank']} "
                    "binds)")

@@ -1,16 +1,11 @@
-"""config.json / live-model extraction, one module per job.
+"""A Profile without a hand-written YAML (layer 4): from a config.json, a model directory, or a probe.
 
-* ``mlx_specs``  - what mlx-lm 0.32.2 itself does with a config: its ``MODEL_REMAPPING`` table, and per
-  args class the fields it requires and the defaults it fills in (data copied from mlx-lm; a live test
-  checks it against the installed mlx-lm so it cannot drift silently).
-* ``config``     - reading a config file (clear errors naming the file), choosing the language-model
-  sub-config of a multimodal wrapper, and typed access to keys that records where each value came from.
-* ``rules``      - per mlx-lm module: which cache each layer gets and with which widths.
-* ``layout``     - turning a per-layer list of cache specs into the profile's ``layers`` block.
-* ``merge``      - precedence and provenance when several sources describe one checkpoint, and the
-  comparison of two profiles (config vs registry variant).
-* ``skeleton``   - the YAML skeleton ``omlx-profiles extract`` writes.
+* ``from_config`` - config.json / model directory -> ``Profile`` with provenance; ``resolve_path``
+  matches it against the registry;
+* ``from_probe``  - a cache probe's report (plain data) -> ``Profile``, any family;
+* ``match``       - a config profile against a registry variant: compare, fill from YAML;
+* ``skeleton``    - the YAML skeleton ``omlx-profiles extract --write`` writes.
 
-Nothing here imports mlx or mlx_lm: ``omlx_profiles.extract.profile_from_model`` and
-``omlx_profiles.verify`` reach the live model through ``omlx_profiles.live`` only when called.
+Nothing here imports mlx or mlx_lm: taking a probe of a live model is ``omlx_profiles.live``
+(``live.from_model.profile_from_model``, ``live.verify``).
 """

@@ -10,7 +10,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-SCHEMA_LINE = "# yaml-language-server: $schema=../schema/profile.schema.json"
+from ..schema.export import PROFILE, hint_line
+
+# the file is meant for a profiles/ directory next to a schema/ one (this repository, or a downstream
+# repository that vendored the schema with `omlx-profiles schema --write schema/`)
+SCHEMA_LINE = hint_line(PROFILE, 1)
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-/]*$")
 _RESERVED = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
@@ -50,7 +54,7 @@ def _comment(text: str | None) -> str:
 
 
 def render(ex, *, origin: str) -> str:
-    """The profile file text for an ``Extraction`` (see ``omlx_profiles.extract``)."""
+    """The profile file text for an ``Extraction`` (see ``omlx_profiles.extraction.from_config``)."""
     p = ex.payload
     prov = ex.provenance
     out: list[str] = [SCHEMA_LINE,

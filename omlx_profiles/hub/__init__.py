@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..errors import HubUnavailableError, InputError
 from ..registry import Registry, Resolution
-from ..safetensors_header import CheckpointHeaders
+from ..estimate.safetensors import CheckpointHeaders
 from . import cache
 
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -64,8 +64,8 @@ def resolve_hub(query: str, revision: str | None = None, *, registry: Registry |
     """The profile of a Hub repo (see the module doc). Raises ``HubError`` subclasses (access, not found,
     unavailable), ``SafetensorsError`` for a header that lies, ``UnsupportedError`` naming a model type
     this package (or mlx-lm) does not cover."""
-    from ..extract import extract_config
-    from ..naming import parse_id
+    from ..extraction.from_config import extract_config
+    from ..registry.naming import parse_id
 
     repo, at = repo_id(query)
     revision = revision or at or "main"
@@ -99,7 +99,7 @@ def resolve_hub(query: str, revision: str | None = None, *, registry: Registry |
     profile = ex.profile()
     notes = list(ex.notes)
     if registry is not None:
-        from ..extraction.merge import match_registry
+        from ..extraction.match import match_registry
 
         hints = [h for h in (parsed.stems if parsed else ())] + list(ex.ids)
         profile, mnotes = match_registry(profile, registry, hints)

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..safetensors_header import DTYPE_BITS, CheckpointHeaders, FileHeader, TensorInfo, tensor_nbytes
+from ..estimate.safetensors import DTYPE_BITS, CheckpointHeaders, FileHeader, TensorInfo, tensor_nbytes
 
 FORMAT = 1
 _SHA = re.compile(r"^[0-9a-f]{40}$")

@@ -22,7 +22,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from ..errors import HubAccessError, HubNotFoundError, HubUnavailableError
-from ..safetensors_header import (INDEX_NAME, MAX_INDEX_BYTES, MAX_SHARDS, FileHeader, SafetensorsError,
+from ..estimate.safetensors import (INDEX_NAME, MAX_INDEX_BYTES, MAX_SHARDS, FileHeader, SafetensorsError,
                                   header_length, parse_header, parse_index)
 
 MAX_CONFIG_BYTES = 10_000_000

@@ -27,7 +27,7 @@ def run_case(case: dict, group) -> dict:
     from mlx.utils import tree_flatten
 
     from .build import load_local
-    from .peak import measure_prefill_peak
+    from .measure import measure_prefill_peak
 
     model, _ = load_local(case["path"], lazy=True)
     if case["parallel"] == "tensor":

@@ -1,7 +1,15 @@
-"""The prefill peak: which SDPA kernel each call takes (``routes``), what one prefill call holds while
-it runs (``transient``), and the whole prompt's peak, fit and longest fitting prompt (``prefill``).
+"""The prefill peak (layer 5), term by term.
 
-No mlx import here: kernel routes are data (``profiles/kernels/*.yaml``) and the rest is integer
-arithmetic over a ``Profile``.
+* ``kernels``  - which SDPA kernel a call takes: the per-backend, per-MLX-version tables of
+  ``profiles/kernels/*.yaml`` (+ tiled kernels an engine registers at runtime);
+* ``ops/``     - what one block allocates while it runs: ``items`` (the vocabulary: ``Item``, the call
+  context, ``mx.fast`` op costs), ``attention``, ``mlp``, ``mla``, ``recurrent``; ``traits`` holds the
+  mlx-lm module sets that compute a block differently (to become data: issue 13);
+* ``layers``   - one call's ordered items: embedding, every layer, the last token's logits;
+* ``executor`` - how many items are alive at once: the run-ahead window, CUDA graph commits;
+* ``prefill``  - a whole prompt: the per-call cache replay, the peak call, ``Breakdown`` / ``Request``;
+* ``fast``     - precomputed coefficients for the per-request hot path (oMLX's admission guard).
+
+No mlx import here: kernel routes are data and the rest is integer arithmetic over a ``Profile``.
 """
 from .prefill import Breakdown, Request, Verdict  # noqa: F401

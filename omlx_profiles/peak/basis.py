@@ -32,9 +32,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import InputError
-from ..profile import Profile
-from . import transient as T
-from .routes import KernelRoutes, SdpaCall
+from ..registry.profile import Profile
+from .kernels import KernelRoutes, SdpaCall
+from .ops import traits as T
+from .ops.attention import route_for
+from .ops.items import CallContext
 
 MEASURED, DERIVED, BOUND = "measured", "derived", "bound"
 BASES = (MEASURED, DERIVED, BOUND)
@@ -90,7 +92,7 @@ def compute_traits(p: Profile, routes: KernelRoutes) -> frozenset[str]:
                 mask = "bool" if (fam in T.ARRAY_MASK_FAMILIES or e.kind != "full") else "causal"
                 call = SdpaCall(n_q, e.n_kv, e.k_width, e.v_width, 2048, 8192, mask, p.attention_sinks,
                                 p.dtype if p.dtype in ("bf16", "fp16", "fp32") else "bf16")
-                r = T.route_for(T.CallContext(2048, 6144, 2, call.dtype, routes, {}), call, fam)
+                r = route_for(CallContext(2048, 6144, 2, call.dtype, routes, {}), call, fam)
                 out.add(f"sdpa:{r.route}")
                 if mask == "bool" and r.route in ("fused", "vector") and not routes.supports_bool_mask:
                     out.add("sdpa:bool_to_additive")
@@ -131,14 +133,14 @@ def no_bound_reason(p: Profile, routes: KernelRoutes) -> str | None:
 
 
 def traits_file() -> Path:
-    from ..paths import builtin_profiles_dir
+    from ..registry.paths import builtin_profiles_dir
 
     return builtin_profiles_dir() / "calibration" / "measured_traits.yaml"
 
 
 @lru_cache(maxsize=4)
 def _measured_table(path: str) -> dict[str, frozenset[str]]:
-    from ..yaml_io import load_yaml_text, read_text
+    from ..registry.yaml_safe import load_yaml_text, read_text
 
     p = Path(path)
     if not p.is_file():
@@ -164,136 +166,3 @@ def basis_for(p: Profile, routes: KernelRoutes, measured: frozenset[str] | None 
     if not missing:
         return Basis(MEASURED, traits, frozenset())
     return Basis(DERIVED if routes.backend in DERIVED_BACKENDS else BOUND, traits, frozenset(missing))
-
-
-# --------------------------------------------------------------------------------------------------
-# the table of measured traits, from the calibration points
-# --------------------------------------------------------------------------------------------------
-
-# Points measured in a state the estimate does not claim to cover: the first prefill call of a process on
-# CUDA (cold: MLX commits 2-7x as many smaller graphs and holds up to 38 in flight; a 64-token warm-up
-# removes it, measured; the CUDA estimate is for a warmed-up process). They do not disqualify a family from
-# ``measured``; the leave-one-family-out test still requires its bound to cover them.
-COLD_FIRST_CALL = {
-    ("cuda", "deepseek-v2-lite", 4096, 8192),
-    ("cuda", "gpt-oss-20b", 2048, 8192),
-}
-
-
-@dataclass(frozen=True)
-class SurveyRow:
-    backend: str
-    file: str
-    model: str
-    family: str
-    tokens: int
-    chunk: int
-    measured: int
-    op_model: int | None  # the op model's peak (no basis applied); None: reported unknown
-    traits: frozenset[str]
-    cold: bool
-    point: object = None
-    profile: object = None
-
-    @property
-    def ratio(self) -> float | None:
-        return None if self.op_model is None or not self.measured else self.op_model / self.measured
-
-
-def survey() -> list[SurveyRow]:
-    """Every calibration point with a measured peak over the weights (published totals that include
-    weights are skipped: their exact weight bytes are not known), its family, traits and op-model peak."""
-    from ..errors import UnsupportedError
-    from .calibration import calibration_files, load_calibration, profile_for_point
-    from .prefill import Request, _prefill_peak
-
-    rows = []
-    profiles: dict = {}
-    for path in calibration_files():
-        f = load_calibration(path)
-        kr = KernelRoutes.for_backend(f.backend, f.mlx or None)
-        for pt in f.points:
-            if not pt.peaks:
-                continue
-            key = (pt.model, pt.config_path, pt.profile_id, repr(pt.config) if pt.config else None, pt.dtype)
-            if key not in profiles:
-                profiles[key] = profile_for_point(pt)
-            prof = profiles[key]
-            try:
-                if T.unverified_peak(prof, kr):
-                    est = None
-                else:
-                    est = _prefill_peak(prof, Request(pt.tokens, cached=pt.cached, chunk=pt.chunk), kr, pt.dtype,
-                                        False, False).peak_bytes
-            except UnsupportedError:
-                est = None
-            rows.append(SurveyRow(f.backend, Path(path).name, pt.model, prof.mlx_model_type, pt.tokens, pt.chunk,
-                                  pt.peak, est, compute_traits(prof, kr),
-                                  (f.backend, pt.model, pt.chunk, pt.tokens) in COLD_FIRST_CALL, pt, prof))
-    return rows
-
-
-def measured_from(rows: list[SurveyRow], exclude_family: str | None = None) -> dict[str, frozenset[str]]:
-    """Per backend: the union of the traits of every *clean* family (all its warm points at or above the
-    measured peak, one of them within ``BAND``), leaving out ``exclude_family``."""
-    fams: dict[tuple[str, str], list[SurveyRow]] = {}
-    for r in rows:
-        if r.family != exclude_family:
-            fams.setdefault((r.backend, r.family), []).append(r)
-    out: dict[str, set[str]] = {}
-    for (backend, _fam), rs in fams.items():
-        warm = [r for r in rs if not r.cold]
-        if not warm or any(r.ratio is None or r.ratio < BAND[0] for r in warm):
-            continue
-        if not any(BAND[0] <= r.ratio <= BAND[1] for r in warm):
-            continue
-        out.setdefault(backend, set()).update(*(r.traits for r in warm))
-    return {b: frozenset(t) for b, t in out.items()}
-
-
-def render_table(rows: list[SurveyRow]) -> str:
-    import yaml
-
-    table = measured_from(rows)
-    fam_of: dict[tuple[str, str], set[str]] = {}
-    for r in rows:
-        for t in r.traits:
-            if t in table.get(r.backend, ()):
-                fam_of.setdefault((r.backend, t), set()).add(r.family)
-    doc = {"backends": {b: {"traits": {t: sorted(fam_of.get((b, t), ())) for t in sorted(ts)}}
-                        for b, ts in sorted(table.items())},
-           "cold_first_call_points": sorted(f"{b} {m} step {c} {t} tokens" for b, m, c, t in COLD_FIRST_CALL)}
-    head = ("# Generated by `python -m omlx_profiles.peak.basis --write` from profiles/calibration/*/*.yaml: per backend,\n"
-            "# the compute traits (peak/basis.py) covered by a calibration family whose warm points are all at or above\n"
-            "# the measured peak, one within [1.00, 1.15]; each trait lists those families. A profile whose traits are\n"
-            "# all listed for the backend gets peak_basis: measured. tests/test_peak_basis.py checks this file is current.\n")
-    return head + yaml.safe_dump(doc, sort_keys=False, width=120)
-
-
-def main(argv=None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m omlx_profiles.peak.basis",
-                                 description="Regenerate or check profiles/calibration/measured_traits.yaml")
-    ap.add_argument("--write", action="store_true")
-    ap.add_argument("--points", action="store_true", help="print every calibration point's op-model ratio")
-    a = ap.parse_args(argv)
-    rows = survey()
-    if a.points:
-        for r in rows:
-            rt = "unknown" if r.ratio is None else f"{r.ratio:.3f}"
-            print(f"{r.backend:5} {r.family:14} {r.model:32} {r.chunk:5} {r.tokens:6} {rt}{' cold' if r.cold else ''}")
-    text = render_table(rows)
-    if a.write:
-        traits_file().write_text(text)
-        _measured_table.cache_clear()
-        return 0
-    cur = traits_file().read_text() if traits_file().is_file() else ""
-    if cur != text:
-        print(f"{traits_file()} is out of date: run python -m omlx_profiles.peak.basis --write")
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -30,13 +30,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..dtypes import DTYPE_BYTES
-from ..kv import kv_report
-from ..profile import Profile
-from . import transient as T
-from .prefill import KV_SCALED_KINDS, Request, scale_up, _call_peak, _EntryState, _pinned, prefill_peak
-from .routes import _TILED_VERSION, KernelRoutes, tiled_state
+from ..kv.bytes import kv_report
+from ..kv.replay import STEP
+from ..registry.profile import Profile
+from . import executor
+from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
+from .ops.recurrent import state_snapshot_bytes
+from .prefill import Request, _call_peak, _pinned, prefill_peak
+from .replay import KV_SCALED_KINDS, EntryState, scale_up
 
-STEP = 256
 _GROWING = ("full", "latent", "indexer")  # KVCache: capacity in 256-row steps
 _EXACT = object()  # marks a chunk size answered by the exact path (CUDA, chunked attention)
 
@@ -234,7 +236,7 @@ class FastPeak:
         S = chunk
         off = kl - S
         # replay a generate-style history up to ``off`` so held/old rows are exact for this offset
-        states = {name: [_EntryState(e) for e in lt.entries] for name, lt in p.layer_types.items()}
+        states = {name: [EntryState(e) for e in lt.entries] for name, lt in p.layer_types.items()}
         counts: dict[str, int] = {}
         for n in p.layer_names:
             counts[n] = counts.get(n, 0) + 1
@@ -262,7 +264,7 @@ class FastPeak:
                 e = st.e
                 if e.kind == "state":
                     held += counts[name] * e.state_bytes(act)
-                    held += counts[name] * T.state_snapshot_bytes(p, p.layer_types[name], e, S, act)
+                    held += counts[name] * state_snapshot_bytes(p, p.layer_types[name], e, S, act)
                 elif e.kind in KV_SCALED_KINDS:
                     held_kv += counts[name] * st.rows() * e.row_elements * act
                 elif e.kind != "none":
@@ -280,15 +282,15 @@ class FastPeak:
                         growth += add
         held += scale_up(held_kv, self.kv_scale)
         growth += scale_up(growth_kv, self.kv_scale)
-        T._ALL_SUMS = []
+        executor._ALL_SUMS = []
         try:
             _, tiled = tiled_state()
             _call_peak(p, 1, S, off, steps, self.routes, tiled, self.dtype, act, self.nax,
                        self.routes.executor.window_for(S), last=False, kv_before=held, snap_before=0,
                        growth=growth, direct=False, worst=self._worst)
-            all_sums = list(T._ALL_SUMS)
+            all_sums = list(executor._ALL_SUMS)
         finally:
-            T._ALL_SUMS = None
+            executor._ALL_SUMS = None
         pinned = sum(_pinned(p, steps, S, act).values())
         base = held + growth + pinned
         return [{pos: int(-(-v // 1)) + base for pos, v in sums.items()} for sums in all_sums], held

@@ -6,7 +6,7 @@ the peak is
 
     held before the call (cache buffers + conv-state views)     -- exact, replayed with rows.py's rules
   + rows the call adds to every cache (kv_growth)               -- exact, charged for all layers at once
-  + what the call's ops allocate while they run (transient.py)  -- term by term, over the executor window
+  + what the call's ops allocate while they run (peak/ops, peak/layers) -- term by term, over the executor window
 
 and the prompt's peak is the maximum over calls, minus what was held before the prompt (the prefix),
 weights excluded: ``Breakdown.peak_bytes``. ``Breakdown.terms`` splits that number so the parts add up
@@ -18,30 +18,22 @@ from dataclasses import dataclass, field, replace
 
 from ..dtypes import DTYPE_BYTES
 from ..errors import InputError, UnsupportedError
-from ..profile import CacheEntry, Profile
-from ..rows import STEP, SCHEDULES, ChunkedState, RotatingState, calls_for, kv_advance, runs
-from ..units import format_bytes
+from ..kv.replay import MAX_CALLS, SCHEDULES
+from ..registry.profile import Profile
 from ..validation import check_count
-from . import transient as T
-from .routes import KernelRoutes, tiled_state
+from .executor import graph_window_max, window_max
+from .explain import CallPeak, explain, routes_used
+from .kernels import KernelRoutes, tiled_state
+from .layers import dense_layer, embedding_items, layer_items, logits_items
+from .ops.items import CallContext, Item
+from .ops.recurrent import state_snapshot_bytes, unverified_peak
+from .ops.traits import ARRAY_MASK_FAMILIES
+from .replay import KV_SCALED_KINDS, EntryState, calls_of, entry_bytes, fill_prefix, scale_up
 
 # How many calls of a long prompt are evaluated: the peak call is always among the last ones (the held
 # cache and every kL-dependent term only grow), plus the first (nothing held yet, but the longest chunk).
 _TAIL_CALLS = 3
 SMALL_ARRAYS = 64 * 1024
-MAX_CALLS = 1 << 20  # a replay longer than this is not a real prompt (16M tokens at chunk 16)
-# The caches a KV width other than the activations' (``kv_scale``: MLA / DSA per-token bytes, a cache stored
-# wider) applies to: the full-attention ones. Sliding windows and recurrent state stay at the activation width.
-KV_SCALED_KINDS = frozenset({"full", "latent", "indexer"})
-
-
-def scale_up(nbytes: int, kv_scale: float) -> int:
-    """``nbytes`` at ``kv_scale`` of its width, rounded up (never below the scaled bytes)."""
-    if kv_scale == 1.0:
-        return nbytes
-    v = nbytes * kv_scale
-    i = int(v)
-    return i if i == v else i + 1
 
 
 @dataclass(frozen=True)
@@ -136,115 +128,8 @@ class Verdict:
 
 
 # --------------------------------------------------------------------------------------------------
-# cache replay: per call, per layer type, per entry: rows before/after and keys attended
-# --------------------------------------------------------------------------------------------------
-
-
-class _EntryState:
-    __slots__ = ("e", "cap", "off", "rot", "chk")
-
-    def __init__(self, e: CacheEntry):
-        self.e = e
-        self.cap = 0
-        self.off = 0
-        self.rot = RotatingState(e.window, e.keep) if e.kind == "sliding" else None
-        self.chk = ChunkedState(e.chunk) if e.kind == "chunked" else None
-
-    def advance(self, s: int, k: int) -> None:
-        """``k`` calls of ``s`` tokens whose steps nobody reads (a prefix): the same state as ``step`` k
-        times, in far fewer steps."""
-        e = self.e
-        if e.kind == "none" or k <= 0:
-            return
-        if e.kind == "state":
-            self.off += s * k
-        elif e.kind == "sliding":
-            self.rot.advance(s, k)
-        elif e.kind == "chunked":
-            for _ in range(k):
-                self.step(s)
-        else:
-            self.cap, self.off = kv_advance(self.cap, self.off, s, k)
-
-    def rows(self) -> int:
-        if self.rot is not None:
-            return self.rot.rows
-        if self.chk is not None:
-            return self.chk.rows
-        return self.cap
-
-    def step(self, s: int) -> T.EntryStep:
-        e = self.e
-        if e.kind == "none":
-            return T.EntryStep("none", 0, 0, 0)
-        if e.kind == "state":
-            had = self.off > 0
-            self.off += s
-            return T.EntryStep("state", 1 if had else 0, 1, 0)
-        if e.kind == "sliding":
-            st = self.rot
-            old = st.rows
-            if s > 1:
-                trim = 0
-                if old:
-                    keep_rows = st.rows if (st.idx == st.rows or st.idx < st.offset) else st.idx
-                    trim = min(keep_rows, e.window - 1) if keep_rows > e.window - 1 else 0
-                st.call(s)
-                return T.EntryStep("sliding", old, st.rows, st.rows, trim_rows=trim)
-            st.call(s)
-            grown = st.rows - old if st.rows > old else 0
-            return T.EntryStep("sliding", old, st.rows, min(st.offset, st.rows), zero_rows=grown)
-        if e.kind == "chunked":
-            st = self.chk
-            st.trim_front()
-            old = st.rows
-            prev = st.offset - st.start
-            st.call(s)
-            grew = st.rows != old
-            return T.EntryStep("chunked", old, st.rows, prev + s, zero_rows=(st.rows - prev) if grew and old else 0)
-        # full / latent / indexer: KVCache (step 256)
-        old = self.cap
-        if self.cap == 0 or self.off + s > self.cap:
-            if self.cap and self.off % STEP:
-                self.cap = self.off
-            grow = -(-s // STEP) * STEP
-            self.cap += grow
-            zero = grow if old else 0
-        else:
-            zero = 0
-        self.off += s
-        return T.EntryStep(e.kind, old, self.cap, self.off, zero_rows=zero)
-
-
-def _entry_bytes(e: CacheEntry, rows: int, act: int, started: bool) -> int:
-    if e.kind == "none":
-        return 0
-    if e.kind == "state":
-        return e.state_bytes(act) if started else 0
-    return rows * e.row_elements * act
-
-
-# --------------------------------------------------------------------------------------------------
 # the estimate
 # --------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _CallPeak:
-    index: int
-    q_len: int
-    kv_len: int
-    held_before: int
-    growth: int
-    snapshot: int
-    pinned: dict[str, int]
-    window: int
-    window_terms: dict[str, int]
-    routes: dict[str, str]
-
-    @property
-    def total(self) -> int:
-        return self.held_before + self.growth + self.snapshot + sum(self.pinned.values()) + self.window
 
 
 def _validate_profile(p: Profile) -> None:
@@ -272,14 +157,15 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
     ``kv_bytes_per_token``, DSA's extra caches, a cache stored wider than the activations); it scales what
     those caches hold and add, not the copies a growing cache makes while it runs (kept at the activation
     width: the safe side)."""
+    from .basis import MEASURED, basis_for, no_bound_reason
+
     if isinstance(kv_scale, bool) or not isinstance(kv_scale, (int, float)) or not (0 < kv_scale < float("inf")):
         raise InputError(f"kv_scale must be a positive finite number, got {kv_scale!r}")
     kv_scale = float(kv_scale)
-    from .basis import MEASURED, basis_for, no_bound_reason
 
     _validate_profile(profile)
     kr = routes or KernelRoutes.for_backend(backend, mlx_version)
-    why = T.unverified_peak(profile, kr)
+    why = unverified_peak(profile, kr)
     if why:
         raise UnsupportedError(why)
     b = basis_for(profile, kr, measured)
@@ -293,6 +179,26 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
             bd = worst
     return replace(bd, peak_basis=b.kind, basis=b.as_dict(),
                    explanation=bd.explanation + (_basis_line(b),))
+
+
+def _no_negative_terms(terms: dict[str, int]) -> None:
+    """A prefix whose rotating caches hold more than the peak call's (a sliding layer trimmed to its window
+    after a 1-token prefix call) makes ``kv_resident`` negative: the peak nets it, and the breakdown charges
+    it against the growth and then the largest terms, so every term stays a byte count (found by
+    tests/test_properties_peak.py: gpt-oss-20b, cpu, 1 cached + 3 new tokens, chunk 2)."""
+    debt = sum(-v for v in terms.values() if v < 0)
+    if not debt:
+        return
+    for k in [k for k, v in terms.items() if v < 0]:
+        del terms[k]
+    for k in sorted(terms, key=lambda k: (k != "kv_growth", -terms[k])):
+        take = min(debt, terms[k])
+        terms[k] -= take
+        debt -= take
+        if not terms[k]:
+            del terms[k]
+        if not debt:
+            break
 
 
 def _basis_line(b) -> str:
@@ -314,10 +220,10 @@ def _prefill_peak(p: Profile, request: Request, kr: KernelRoutes, dtype: str | N
     if (request.tokens // request.chunk) > MAX_CALLS:
         raise UnsupportedError(f"unsupported: {request.tokens} tokens in chunks of {request.chunk} is more than "
                                f"{MAX_CALLS} prefill calls; use a larger chunk")
-    prefix_calls, calls = _calls(request)
+    prefix_calls, calls = calls_of(request)
 
     types = p.layer_types
-    states = {name: [_EntryState(e) for e in lt.entries] for name, lt in types.items()}
+    states = {name: [EntryState(e) for e in lt.entries] for name, lt in types.items()}
     counts: dict[str, int] = {}
     for n in p.layer_names:
         counts[n] = counts.get(n, 0) + 1
@@ -326,23 +232,23 @@ def _prefill_peak(p: Profile, request: Request, kr: KernelRoutes, dtype: str | N
         kv = snap = scaled = 0
         for name, sts in states.items():
             for st in sts:
-                b = counts[name] * _entry_bytes(st.e, st.rows(), act, st.off > 0)
+                b = counts[name] * entry_bytes(st.e, st.rows(), act, st.off > 0)
                 if st.e.kind in KV_SCALED_KINDS:
                     scaled += b
                 else:
                     kv += b
                 if st.e.kind == "state" and st.off > 0 and q_prev > 1:
-                    snap += counts[name] * T.state_snapshot_bytes(p, types[name], st.e, q_prev, act)
+                    snap += counts[name] * state_snapshot_bytes(p, types[name], st.e, q_prev, act)
         return kv + scale_up(scaled, kv_scale), snap
 
-    offset = _fill_prefix(states, prefix_calls)
+    offset = fill_prefix(states, prefix_calls)
     prefix_held, prefix_snap = held(True, 0)  # the last prefix call was 1 token: no conv view left
     held_start = prefix_held
 
     n_calls = len(calls)
     wanted = set(range(n_calls)) if all_calls or n_calls <= _TAIL_CALLS + 1 else \
         {0, *range(n_calls - _TAIL_CALLS, n_calls)}
-    best: _CallPeak | None = None
+    best: CallPeak | None = None
     q_prev = 0
     for ci, s in enumerate(calls):
         kv_before, snap_before = held(True, q_prev)
@@ -384,9 +290,10 @@ def _prefill_peak(p: Profile, request: Request, kr: KernelRoutes, dtype: str | N
     for k, v in sorted(best.window_terms.items(), key=lambda kv: -kv[1]):
         if v:
             terms[k] = terms.get(k, 0) + v
+    _no_negative_terms(terms)
     peak = sum(terms.values())
     transient = best.window + sum(best.pinned.values())
-    expl = _explain(p, request, kr, best, peak, resident_after, held_start, window, n_calls)
+    expl = explain(p, request, kr, best, peak, resident_after, held_start, window, n_calls)
     return Breakdown(
         peak_bytes=peak,
         resident_kv_bytes=resident_after,
@@ -414,44 +321,24 @@ def _activation_dtype(p: Profile, dtype: str | None) -> tuple[str, int]:
     return dt, DTYPE_BYTES[dt]
 
 
-def _calls(request: Request) -> tuple[list[int], list[int]]:
-    """The calls that filled the prefix cache, and the prompt's own calls (query lengths, in order)."""
-    prefix_calls = calls_for(request.cached, "generate", request.chunk) if request.cached else []
-    calls = calls_for(request.new_tokens, request.schedule, request.chunk)
-    if request.cached and request.schedule == "generate" and request.new_tokens == 1:
-        calls = [1]
-    return prefix_calls, calls
-
-
-def _fill_prefix(states: dict, prefix_calls: list[int]) -> int:
-    """Step every cache through the calls that filled the prefix; returns the tokens they hold. Runs of
-    equal calls are fast-forwarded (``_EntryState.advance``): a million-token prefix fed one token at a
-    time costs a few thousand steps, not a million."""
-    for s, k in runs(prefix_calls):
-        for sts in states.values():
-            for st in sts:
-                st.advance(s, k)
-    return sum(prefix_calls)
-
-
 def call_items(profile: Profile, request: Request, call: int, *, backend: str = "cpu",
                mlx_version: str | None = None, dtype: str | None = None,
-               routes: KernelRoutes | None = None) -> list[T.Item]:
+               routes: KernelRoutes | None = None) -> list[Item]:
     """The ops of the prompt's ``call``-th call (0-based, prefix calls not counted) in the order the
     executor runs them: the sequence ``prefill_peak`` slides its window over. Exposed so the model can be
     checked against traces of the real executor (benchmarks/cuda/probe_commits.py records every CUDA graph
-    MLX commits; ``transient.graph_ends`` of these items must land on the same count)."""
+    MLX commits; ``executor.graph_ends`` of these items must land on the same count)."""
     _validate_profile(profile)
     p = profile
     dt, act = _activation_dtype(p, dtype)
     kr = routes or KernelRoutes.for_backend(backend, mlx_version)
     _, tiled = tiled_state()
-    prefix_calls, calls = _calls(request)
+    prefix_calls, calls = calls_of(request)
     check_count("call", call, minimum=0)
     if call >= len(calls):
         raise InputError(f"call must be below {len(calls)} (the prompt's number of calls), got {call}")
-    states = {name: [_EntryState(e) for e in lt.entries] for name, lt in p.layer_types.items()}
-    offset = _fill_prefix(states, prefix_calls)
+    states = {name: [EntryState(e) for e in lt.entries] for name, lt in p.layer_types.items()}
+    offset = fill_prefix(states, prefix_calls)
     for ci, s in enumerate(calls):
         steps = {name: tuple(st.step(s) for st in sts) for name, sts in states.items()}
         if ci == call:
@@ -462,33 +349,33 @@ def call_items(profile: Profile, request: Request, call: int, *, backend: str = 
 
 
 def _call_items(p: Profile, s: int, offset: int, steps: dict, kr: KernelRoutes, tiled: dict, dt: str, act: int,
-                nax: bool, *, last: bool, direct: bool, bound: bool = False) -> tuple[T.CallContext, list[T.Item]]:
-    ctx = T.CallContext(q_len=s, offset=offset, act=act, dtype=dt, routes=kr, tiled=tiled, nax=nax, last=last,
+                nax: bool, *, last: bool, direct: bool, bound: bool = False) -> tuple[CallContext, list[Item]]:
+    ctx = CallContext(q_len=s, offset=offset, act=act, dtype=dt, routes=kr, tiled=tiled, nax=nax, last=last,
                         bound=bound)
-    per_type: dict[str, list[T.Item]] = {}
-    per_type_cache_only: dict[str, list[T.Item]] = {}
-    items: list[T.Item] = list(T.embedding_items(p, ctx))
+    per_type: dict[str, list[Item]] = {}
+    per_type_cache_only: dict[str, list[Item]] = {}
+    items: list[Item] = list(embedding_items(p, ctx))
     n = len(p.layer_names)
     compute_all = last or direct
     for i, name in enumerate(p.layer_names):
         lt = p.layer_types[name]
         cache_only = (i == n - 1) and not compute_all and not p.sends_output
         cache = per_type_cache_only if cache_only else per_type
-        dense = T.dense_layer(p, i)
+        dense = dense_layer(p, i)
         key = (name, dense)
         if key not in cache:
-            cache[key] = T.layer_items(p, lt, steps[name], ctx, cache_only=cache_only, dense=dense)
+            cache[key] = layer_items(p, lt, steps[name], ctx, cache_only=cache_only, dense=dense)
         items.extend(cache[key])
     if compute_all:
-        items.extend(T.logits_items(p, ctx) if last else [])
+        items.extend(logits_items(p, ctx) if last else [])
         if direct:
-            items.append(T.Item("logits", s * (p.vocab_size or 0) * act, 1))
+            items.append(Item("logits", s * (p.vocab_size or 0) * act, 1))
     return ctx, items
 
 
 def _call_peak(p: Profile, ci: int, s: int, offset: int, steps: dict, kr: KernelRoutes, tiled: dict, dt: str,
                act: int, nax: bool, window: int, *, last: bool, kv_before: int, snap_before: int, growth: int,
-               direct: bool, worst: str | None = None) -> _CallPeak:
+               direct: bool, worst: str | None = None) -> CallPeak:
     ctx, items = _call_items(p, s, offset, steps, kr, tiled, dt, act, nax, last=last, direct=direct,
                              bound=worst == "bound")
     ex = kr.executor
@@ -496,16 +383,16 @@ def _call_peak(p: Profile, ci: int, s: int, offset: int, steps: dict, kr: Kernel
     if run_ahead is not None:
         # the backend's whole run-ahead window, whatever the ops' sizes (peak/basis.py): the size rule only
         # ends a command buffer / graph earlier, so the most ops in flight is (tasks + 1) x (ops per buffer + 1)
-        wmax, wterms = T.window_max(items, run_ahead, 1, 0)
+        wmax, wterms = window_max(items, run_ahead, 1, 0)
         w2, t2 = _call_window(items, ex, s, act)
         if w2 > wmax:
             wmax, wterms = w2, t2
     else:
         wmax, wterms = _call_window(items, ex, s, act)
     pinned = _pinned(p, steps, s, act)
-    routes = _routes_used(p, steps, ctx)
+    routes = routes_used(p, steps, ctx)
     kv_len = max((st.kv_len for sts in steps.values() for st in sts), default=offset + s)
-    return _CallPeak(ci, s, kv_len, kv_before, growth, snap_before, pinned, wmax, wterms, routes)
+    return CallPeak(ci, s, kv_len, kv_before, growth, snap_before, pinned, wmax, wterms, routes)
 
 
 def run_ahead_ops(kr: KernelRoutes) -> int | None:
@@ -527,14 +414,14 @@ def _call_window(items: list, ex, s: int, act: int) -> tuple[int, dict]:
         # how far the host runs ahead: the graph-commit cap (exact, from MLX's source); optionally also how
         # far it got in time on one device (the op window measured per chunk size), the smaller winning
         gc = ex.graph_commit
-        wmax, wterms = T.graph_window_max(items, gc.max_nodes, gc.max_mega_elements,
+        wmax, wterms = graph_window_max(items, gc.max_nodes, gc.max_mega_elements,
                                           gc.max_inflight_graphs + gc.margin_graphs, act)
         if gc.op_window_bound:
-            w2, t2 = T.window_max(items, ex.window_for(s), ex.op_weight, ex.view_weight)
+            w2, t2 = window_max(items, ex.window_for(s), ex.op_weight, ex.view_weight)
             if w2 < wmax:
                 wmax, wterms = w2, t2
     else:
-        wmax, wterms = T.window_max(items, ex.window_for(s), ex.op_weight, ex.view_weight)
+        wmax, wterms = window_max(items, ex.window_for(s), ex.op_weight, ex.view_weight)
     return wmax, wterms
 
 
@@ -551,7 +438,7 @@ def _pinned(p: Profile, steps: dict, s: int, act: int) -> dict[str, int]:
             for e, st in zip(lt.entries, stps):
                 if e.kind not in ("full", "sliding", "chunked", "latent"):
                     continue
-                mk = "bool" if (p.mlx_model_type in T.ARRAY_MASK_FAMILIES or e.kind in ("sliding", "chunked")) else "causal"
+                mk = "bool" if (p.mlx_model_type in ARRAY_MASK_FAMILIES or e.kind in ("sliding", "chunked")) else "causal"
                 if mk == "bool":
                     key = (e.kind, st.kv_len)
                     if key not in seen:
@@ -564,67 +451,3 @@ def _pinned(p: Profile, steps: dict, s: int, act: int) -> dict[str, int]:
     # tables, aranges, router indices, scalars (a chunk of 256 tokens has ~10-20 KiB of them live)
     out["small_arrays"] = SMALL_ARRAYS if s > 1 else 0
     return out
-
-
-def _routes_used(p: Profile, steps: dict, ctx: T.CallContext) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for name, stps in steps.items():
-        lt = p.layer_types[name]
-        e, st = lt.entries[0], stps[0]
-        if e.kind in ("full", "sliding", "chunked") and p.num_heads:
-            if p.mla is not None and p.mlx_model_type in ("deepseek_v2", "minicpm3", "youtu_llm"):
-                call = T.SdpaCall(p.num_heads, e.n_kv, p.mla.qk_nope_head_dim + p.mla.qk_rope_head_dim,
-                                  p.mla.v_head_dim, ctx.q_len, st.kv_len, T._mask_kind(p, e, st, ctx.q_len), False,
-                                  ctx.dtype, ctx.nax)
-            else:
-                call = T.SdpaCall(p.num_heads, e.n_kv, e.k_width, e.v_width, ctx.q_len, st.kv_len,
-                                  T._mask_kind(p, e, st, ctx.q_len), bool(p.attention_sinks), ctx.dtype, ctx.nax)
-        elif e.kind == "latent" and p.mla is not None:
-            H = p.num_heads or 1
-            if ctx.q_len == 1:
-                call = T.SdpaCall(H, 1, p.mla.kv_lora_rank, p.mla.kv_lora_rank, 1, st.kv_len, "none", False, ctx.dtype, ctx.nax)
-            else:
-                call = T.SdpaCall(H, H, p.mla.qk_nope_head_dim, p.mla.v_head_dim, ctx.q_len, st.kv_len, "additive",
-                                  False, ctx.dtype, ctx.nax)
-        else:
-            continue
-        r = T.route_for(ctx, call, p.mlx_model_type)
-        out[name] = f"{r.route} ({r.name}; D={call.head_dim}/{call.v_head_dim}, qL={call.q_len}, kL={call.kv_len}, mask={call.mask})"
-    return out
-
-
-def _explain(p: Profile, req: Request, kr: KernelRoutes, best: _CallPeak, peak: int, resident_after: int,
-             held_start: int, window: int, n_calls: int) -> tuple[str, ...]:
-    lines = [
-        f"{p.name} on {kr.backend} (kernel table for MLX {kr.mlx_version}), {req.new_tokens} new tokens"
-        + (f" after {req.cached} cached" if req.cached else "") + f", {req.schedule} schedule, chunk {req.chunk}: "
-        f"{n_calls} call(s)",
-        f"peak {format_bytes(peak)} over what was held before the prompt, reached in call {best.index} "
-        f"(qL={best.q_len}, kL={best.kv_len})",
-        f"  held by the caches before that call: {format_bytes(best.held_before - held_start)} (+ {format_bytes(held_start)} prefix held before the prompt)",
-        f"  rows that call adds to every cache: {format_bytes(best.growth)}",
-    ]
-    if best.snapshot:
-        lines.append(f"  conv-state views of the previous chunk: {format_bytes(best.snapshot)}")
-    pinned = sum(best.pinned.values())
-    if pinned:
-        lines.append(f"  residual stream and masks built once per forward: {format_bytes(pinned)}")
-    gc = kr.executor.graph_commit
-    if gc is not None:
-        lines.append(f"  ops in flight (up to {gc.max_inflight_graphs + gc.margin_graphs} committed CUDA graphs of <= "
-                     f"{gc.max_nodes} nodes / {gc.max_mega_elements} Mi-elements ahead of the GPU"
-                     + (f", or {window} ops when the GPU keeps up" if gc.op_window_bound else "")
-                     + f"): {format_bytes(best.window)}")
-    else:
-        lines.append(f"  ops in flight ({window} ops: the executor allocates ahead of the device): {format_bytes(best.window)}")
-    top = sorted(best.window_terms.items(), key=lambda kv: -kv[1])[:5]
-    for k, v in top:
-        lines.append(f"    {k}: {format_bytes(v)}")
-    for name, r in best.routes.items():
-        lines.append(f"  SDPA of '{name}' layers: {r}")
-    if gc is not None:
-        lines.append("  assumes a warmed-up process: the first prefill after loading a model commits smaller CUDA graphs "
-                     "that MLX does not count toward its in-flight limit (measured up to +46% on an H200); run one "
-                     "short prefill (64 tokens) at load")
-    lines.append(f"after the prompt the caches hold {format_bytes(resident_after)}")
-    return tuple(lines)

@@ -7,9 +7,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ..errors import ProfileError, UnsupportedError
-from ..paths import builtin_profiles_dir
-from ..yaml_io import load_yaml_text, read_text
-from .schema import ModulePlan, ShardingFile
+from ..registry.paths import builtin_profiles_dir
+from ..registry.yaml_safe import load_yaml_text, read_text
+from ..schema.sharding import ModulePlan, ShardingFile
 
 PARALLEL = ("tensor", "pipeline")
 
@@ -20,8 +20,8 @@ def plan_path() -> Path:
 
 @lru_cache(maxsize=4)
 def load_plan(path: Path | None = None) -> ShardingFile:
-    from ..loader import pydantic_issues
-    from ..yaml_io import line_for, line_index
+    from ..registry.files import pydantic_issues
+    from ..registry.yaml_safe import line_for, line_index
 
     p = path or plan_path()
     text = read_text(p)

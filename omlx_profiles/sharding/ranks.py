@@ -20,9 +20,9 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..errors import InputError, UnsupportedError
-from ..profile import LayerType, Profile, StateTensorSpec
+from ..registry.profile import LayerType, Profile, StateTensorSpec
 from .plan import PARALLEL, plan_for
-from .schema import ShardingFile, TensorPlan
+from ..schema.sharding import ShardingFile, TensorPlan
 
 MAX_RANKS = 1024
 _ATTENTION = ("full", "sliding", "chunked")

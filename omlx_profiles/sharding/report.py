@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..budget import default_reserve
+from ..estimate.budget import default_reserve
 from ..dtypes import DTYPE_BYTES
 from ..errors import InputError
-from ..estimator import Estimator
+from ..estimate.estimator import Estimator
 from ..kv import kv_report
 from ..peak.prefill import Request, prefill_peak
-from ..rows import STEP
+from ..kv.replay import STEP
 from .plan import load_plan
 from .ranks import RankView, ShardSpec, rank_profiles
 from .weights import RankWeights, approximate, from_headers

@@ -21,9 +21,9 @@ import re
 from dataclasses import dataclass
 
 from ..errors import UnsupportedError
-from ..safetensors_header import CheckpointHeaders
+from ..estimate.safetensors import CheckpointHeaders
 from .ranks import RankView, ShardSpec
-from .schema import TensorPlan
+from ..schema.sharding import TensorPlan
 
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 _PARAM = ("weight", "scales", "biases", "bias")

@@ -52,18 +52,20 @@ def _api():
     """Every package name the dump uses, in one place (a module move edits only this function)."""
     import omlx_profiles
     from omlx_profiles import compat
-    from omlx_profiles.cli.cmd_fit import compute_fit
-    from omlx_profiles.kv import KVQuant, kv_report
-    from omlx_profiles.peak.calibration import calibration_files, load_calibration, profile_for_point
+    from omlx_profiles.estimate.fit import FitRequest, compute_fit
+    from omlx_profiles.kv.bytes import KVQuant, kv_report
+    from omlx_profiles.estimate.calibration import calibration_files, load_calibration, profile_for_point
     from omlx_profiles.peak.prefill import Request, prefill_peak
-    from omlx_profiles.report import EstimateOptions, build_estimate
-    from omlx_profiles.weights import estimate_weights
+    from omlx_profiles.estimate.report import EstimateOptions, build_estimate
+    from omlx_profiles.estimate.budget import reserve_for
+    from omlx_profiles.estimate.weights import estimate_weights
 
     return argparse.Namespace(
-        load_registry=omlx_profiles.load_registry, compat=compat, compute_fit=compute_fit, KVQuant=KVQuant,
+        load_registry=omlx_profiles.load_registry, compat=compat, compute_fit=compute_fit, FitRequest=FitRequest, KVQuant=KVQuant,
         kv_report=kv_report, calibration_files=calibration_files, load_calibration=load_calibration,
         profile_for_point=profile_for_point, Request=Request, prefill_peak=prefill_peak,
-        EstimateOptions=EstimateOptions, build_estimate=build_estimate, estimate_weights=estimate_weights)
+        EstimateOptions=EstimateOptions, build_estimate=build_estimate, estimate_weights=estimate_weights,
+        reserve_for=reserve_for)
 
 
 def _clean(v):
@@ -130,9 +132,8 @@ def variant(api, reg, name: str) -> dict:
     out["peak"] = peak
     opts = api.EstimateOptions(tokens=one["tokens"], chunk=one["chunk"], budget=g["budget"])
     out["estimate"] = _try(lambda: api.build_estimate(res, opts))
-    fit_args = argparse.Namespace(chunk=2048, cached=0, backend=None, mlx_version=None, reserve=None,
-                                  weights_bits=None, weights_size=None, config=None, model=name)
-    out["fit"] = _try(lambda: api.compute_fit(res, fit_args, g["budget"]))
+    out["fit"] = _try(lambda: api.compute_fit(res, api.FitRequest(), g["budget"], api.estimate_weights(res),
+                                              api.reserve_for(g["budget"])))
     return out
 
 

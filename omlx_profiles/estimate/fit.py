@@ -1,0 +1,148 @@
+"""The longest prompt that fits a budget (``fit``) and memory against context length (``chart``).
+
+Why here and not in the CLI: both are arithmetic over the estimator, and an engine or a notebook asks
+the same questions. Everything below takes plain values (``FitRequest``, bytes, a resolved
+``WeightsInfo``), never an ``argparse.Namespace``; the commands turn their flags into these values first.
+
+``fit``'s answer is ``Estimator.max_tokens`` (the inverse of the total ``estimate`` prints), rounded down
+to the KV cache's 256-token allocation step and checked both ways: the total at ``max_tokens`` is within
+the usable memory and the total one step further is not. Its breakdown is the same ``build_estimate``
+that ``estimate --tokens max_tokens`` prints, so the two commands cannot disagree.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import InputError
+from ..kv.replay import STEP
+from ..units import format_bytes
+from .estimator import Estimator
+from .report import DEFAULT_BACKEND, EstimateOptions, build_estimate
+
+
+@dataclass(frozen=True)
+class FitRequest:
+    """The request shape ``fit`` and ``chart`` share (``estimate`` has the same flags)."""
+
+    chunk: int = 2048
+    cached: int = 0
+    backend: str | None = None  # None: DEFAULT_BACKEND (metal), and the output says which
+    mlx_version: str | None = None
+    weights_bits: int | None = None
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend or DEFAULT_BACKEND
+
+
+@dataclass
+class Series:
+    """One model's curve for the chart: per context length, the three stacked parts (bytes)."""
+
+    label: str
+    tokens: list[int]
+    weights: list[int]
+    kv: list[int]
+    transient: list[int]
+    weights_label: str = ""
+    max_tokens: int | None = None
+    max_context: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def totals(self) -> list[int]:
+        return [w + k + t for w, k, t in zip(self.weights, self.kv, self.transient)]
+
+
+def estimate_at(res, tokens: int, req: FitRequest, weights, budget: int | None, reserve: int | None) -> dict:
+    """``estimate --tokens N`` for this request, as its JSON dict (the one code path for all commands)."""
+    opts = EstimateOptions(tokens=tokens, chunk=req.chunk, cached=req.cached, backend=req.backend_name,
+                           mlx_version=req.mlx_version, budget=budget, reserve=reserve,
+                           weights_bits=req.weights_bits, weights=weights)
+    out = build_estimate(res, opts)
+    out["weights"] = weights.as_dict()
+    return out
+
+
+def longest(est: Estimator, budget: int, weights_bytes: int, reserve: int, req: FitRequest,
+            limit: int | None = None) -> int:
+    """``Estimator.max_tokens`` rounded down to the KV cache's 256-token allocation step (0: nothing fits).
+
+    Rounding down keeps the answer inside the budget (the total only grows with the prompt) and quotes
+    it the way contexts are quoted; the step above it does not fit, which ``compute_fit`` checks.
+    """
+    kw = dict(weights_bytes=weights_bytes, reserve=reserve, cached=req.cached, chunk=req.chunk,
+              backend=req.backend_name, mlx_version=req.mlx_version)
+    if limit is not None:
+        kw["limit"] = limit
+    mt = est.max_tokens(budget, **kw)
+    if mt >= STEP:
+        mt = mt // STEP * STEP
+    return mt if mt > req.cached else 0
+
+
+def compute_fit(res, req: FitRequest, budget: int, weights, reserve: int) -> dict:
+    """The ``fit --json`` dict: the longest prompt within ``budget - reserve``, the estimate there and the
+    total one step further. ``weights``: a resolved ``WeightsInfo`` (its bytes must be known)."""
+    max_ctx = res.profile.max_context
+    base = {
+        "model": res.query, "variant": res.profile.name, "family": res.profile.family,
+        "budget_bytes": budget, "reserve_bytes": reserve, "usable_bytes": budget - reserve,
+        "chunk": req.chunk, "cached": req.cached, "backend": req.backend_name, "mlx_version": req.mlx_version,
+        "step": STEP, "max_context": max_ctx,
+        "weights": weights.as_dict(), "weights_bytes": weights.bytes,
+    }
+    if weights.bytes is None:
+        raise InputError(f"weights of {res.query!r} are unknown ({weights.reason}); fit needs them: "
+                         "pass --weights SIZE if you know it")
+    est = Estimator(res.profile)
+    # search past max_context (memory is the question here), then say which limit binds
+    mt = longest(est, budget, weights.bytes, reserve, req, limit=max(4 * (max_ctx or 0), 1 << 22))
+    if not mt:
+        at0 = estimate_at(res, req.cached + 1, req, weights, budget, reserve)
+        return {**base, "max_tokens": None, "limited_by": "memory", "at_max": at0, "next": None,
+                "reason": f"even a {req.cached + 1}-token prompt needs {format_bytes(at0.get('total_bytes'))} "
+                          f"(weights {format_bytes(weights.bytes)}) > {format_bytes(budget - reserve)} usable"}
+    at = estimate_at(res, mt, req, weights, budget, reserve)
+    nxt = estimate_at(res, mt + STEP, req, weights, budget, reserve)
+    return {**base, "max_tokens": mt,
+            "limited_by": "max_context" if (max_ctx and mt >= max_ctx) else "memory",
+            "at_max": at,
+            "next": {"tokens": mt + STEP, "total_bytes": nxt.get("total_bytes"), "fits": nxt.get("fits")},
+            "reason": None}
+
+
+def series_for(res, weights, req: FitRequest, *, points: int, max_tokens: int, budget: int | None,
+               reserve: int | None) -> Series:
+    """The chart's curve for one model: weights / KV at the peak / transient at evenly spaced lengths.
+
+    ``total = weights + held before + peak``; the KV band is the cache at the peak call (prefix + the
+    breakdown's ``kv_resident`` and ``kv_growth``), the transient band the rest of the peak.
+    """
+    from ..peak.prefill import Request
+
+    if weights.bytes is None:
+        raise InputError(f"weights of {res.query!r} are unknown ({weights.reason}); the chart needs them: "
+                         "pass --weights SIZE if you know it")
+    est = Estimator(res.profile)
+    n = points
+    top = max_tokens
+    lo = req.cached + 1
+    xs = sorted({max(lo, (top * i // n) // STEP * STEP) for i in range(1, n + 1)} | {lo, top})
+    ws, kv, tr = [], [], []
+    for t in xs:
+        b = est.prefill_peak(Request(t, cached=req.cached, chunk=req.chunk), backend=req.backend_name,
+                             mlx_version=req.mlx_version)
+        k = b.held_before_bytes + b.terms.get("kv_resident", 0) + b.terms.get("kv_growth", 0)
+        ws.append(weights.bytes)
+        kv.append(k)
+        tr.append(b.held_before_bytes + b.peak_bytes - k)
+    mt = None
+    if budget is not None:
+        mt = longest(est, budget, weights.bytes, reserve, req, limit=max(top, res.profile.max_context or 0))
+    label = f"weights {format_bytes(weights.bytes)} ({weights.label}"
+    label += f", {weights.bits}-bit)" if weights.bits and weights.bits < 16 else ")"
+    return Series(res.query, xs, ws, kv, tr, label, mt, res.profile.max_context)
+
+
+__all__ = ["FitRequest", "Series", "compute_fit", "estimate_at", "longest", "series_for"]

@@ -1,0 +1,125 @@
+"""Which mlx-lm model types the registry covers: ``omlx-profiles coverage`` and ``profiles/COVERAGE.md``.
+
+Every model module of mlx-lm 0.32 (``data_mlxlm_model_types.MODULES``) and every model_type mlx-lm
+remaps onto one (``REMAPPING``) gets one row and one status:
+
+* **verified** - a registry variant is built by this module (``mlx_model_type``), so
+  ``tests/test_kv_live.py`` compares its estimate with the live mlx-lm model, per layer (every
+  variant is in that test); or, for a model_type no variant uses directly, the family that claims it
+  is verified through the module mlx-lm really builds (``mistral`` -> llama.py) or through a named
+  live test (``LIVE_ROUTES``).
+* **unsupported** - the layout cannot be expressed by the profile schema, or cannot be verified live
+  here; the reason says which (``UNSUPPORTED``).
+* **not yet** - no profile; the row says what cache layout a profile would have to declare.
+
+No mlx import: the list is data, derived once from the installed mlx-lm and checked against it by the
+tests when mlx-lm is installed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model_types import MLXLM_VERSION, MODULES, REMAPPING
+from ..registry.index import Registry
+
+#: model_types verified through a live test other than the per-variant one (model_type -> test).
+LIVE_ROUTES: dict[str, str] = {
+    "gemma3_text": "tests/test_kv_live.py::test_gemma3_text_and_vlm_wrapper_build_the_same_caches",
+    "lfm2_vl": "tests/test_kv_live.py::test_lfm2_vl_wrapper_delegates_to_lfm2",
+}
+
+#: modules this project does not profile, and why (cannot be expressed, or cannot be verified live here).
+UNSUPPORTED: dict[str, str] = {
+    "deepseek_v41": "custom LayerCache outside mlx_lm.models.cache (sliding window + compressed KV every "
+                    "compress_ratio tokens + index keys + float32 pending rows); no layer kind describes it",
+    "bitnet": "its BitLinear kernel is Metal-only, so the live check every profile needs cannot run on the "
+              "CPU (or CUDA) backends this project verifies on",
+    "olmo": "mlx-lm's module imports the ai2-olmo package, which mlx-lm does not install; the model cannot be "
+            "built to verify it",
+    "longcat_flash_ngram": "besides MLA latents it keeps an ArraysCache of the last n-1 token ids (integers); "
+                           "state tensors are float-typed in the schema",
+    "iquestloopcoder": "2 x num_hidden_layers cache entries (all KVCaches, then all loop-window "
+                       "RotatingKVCaches), not one entry (or CacheList) per layer",
+    "nanbeige": "num_loops x num_hidden_layers cache entries (the layer stack is run num_loops times)",
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    model_type: str
+    module: str
+    status: str  # verified | unsupported | not yet
+    detail: str
+
+
+def _families_by_type(reg: Registry) -> dict[str, list[str]]:
+    """model_type -> sorted variant names whose family claims it (a family's ``model_types``)."""
+    out: dict[str, set[str]] = {}
+    fam_variants: dict[str, set[str]] = {}
+    for p in reg:
+        fam_variants.setdefault(p.family, set()).add(p.name)
+    for lf in reg.files:
+        for mt in lf.model.model_types:
+            out.setdefault(mt, set()).update(fam_variants.get(lf.model.family, ()))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def coverage_rows(reg: Registry) -> list[Row]:
+    by_module: dict[str, list[str]] = {}
+    for p in reg:
+        by_module.setdefault(p.mlx_model_type, []).append(p.name)
+    claimed = _families_by_type(reg)
+    rows: list[Row] = []
+
+    def status_of(model_type: str, module: str) -> tuple[str, str]:
+        variants = sorted(by_module.get(module, ()))
+        if model_type == module and variants:
+            return "verified", ", ".join(variants)
+        if model_type in LIVE_ROUTES and claimed.get(model_type):
+            return "verified", (f"family variants {', '.join(claimed[model_type])} built as {model_type} "
+                                f"in {LIVE_ROUTES[model_type]}")
+        if model_type != module and variants and model_type in claimed:
+            return "verified", f"built by {module}.py like {', '.join(variants)}"
+        if module in UNSUPPORTED:
+            return "unsupported", UNSUPPORTED[module]
+        if model_type in claimed:
+            return "not yet", (f"claimed by the family of {', '.join(claimed[model_type])} but no variant is built "
+                               f"by {module}.py; needs: {MODULES.get(module, '?')}")
+        return "not yet", f"needs: {MODULES.get(module, '?')}"
+
+    for module in sorted(MODULES, key=str.lower):
+        mt = "lfm2_vl" if module == "lfm2-vl" else module
+        status, detail = status_of(mt, module)
+        if module == "lfm2-vl":
+            detail += ("; note: mlx_lm.load itself raises 'Model type lfm2_vl not supported' (the module file is "
+                       "lfm2-vl.py), so these checkpoints do not load in mlx-lm 0.32.2; the test builds the "
+                       "wrapper class directly")
+        rows.append(Row(mt, module, status, detail))
+    for mt, module in sorted(REMAPPING.items()):
+        status, detail = status_of(mt, module)
+        rows.append(Row(mt, module, status, f"remapped to {module}.py by mlx-lm; " + detail))
+    return rows
+
+
+def render_markdown(rows: list[Row]) -> str:
+    counts = {s: sum(r.status == s for r in rows) for s in ("verified", "not yet", "unsupported")}
+    lines = [
+        "<!-- generated by `omlx-profiles coverage --write`; do not edit by hand -->",
+        f"# Coverage of mlx-lm {MLXLM_VERSION} model types",
+        "",
+        f"{len(rows)} model types ({len(MODULES)} model modules of `mlx_lm/models/` plus {len(REMAPPING)} "
+        f"model_types mlx-lm remaps onto them): **{counts['verified']} verified**, "
+        f"{counts['not yet']} not yet, {counts['unsupported']} unsupported.",
+        "",
+        "* **verified**: a profile variant is built by this module and `tests/test_kv_live.py` checks its "
+        "resident KV against the live mlx-lm model, per layer (the variants are listed).",
+        "* **not yet**: no profile; the cache layout a profile would have to declare is given.",
+        "* **unsupported**: cannot be expressed by the profile schema or verified live here (why).",
+        "",
+        "| model_type | module | status | variants / layout / reason |",
+        "|---|---|---|---|",
+    ]
+    for r in rows:
+        detail = r.detail.replace("|", "\\|")
+        lines.append(f"| `{r.model_type}` | `{r.module}.py` | {r.status} | {detail} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,557 @@
+"""Per mlx-lm module: which cache each layer gets, and with which widths (mlx-lm 0.32.2).
+
+Each rule reads the config *the way mlx-lm's args class does* (``Reader`` applies mlx-lm's defaults and
+required fields) and replays the module's ``make_cache`` - or, for a module without one,
+``make_prompt_cache``'s default of one ``KVCache`` per entry of ``model.layers``. Where mlx-lm ignores a
+key a reader would expect to matter, the rule says so in a note instead of honouring the key:
+
+* ``sliding_window`` without ``layer_types`` (Mistral 7B v0.3), in gemma2, phi3, mixtral, qwen2/qwen3:
+  every layer is an unbounded ``KVCache``;
+* the ``mistral3``/``llava`` wrapper defines no ``make_cache``: every text layer is a ``KVCache`` even
+  where ``text_config.layer_types`` says ``sliding_attention``; smollm3 likewise;
+* qwen2, phi3, mixtral, ... derive ``head_dim = hidden_size // num_attention_heads`` and ignore a config
+  ``head_dim``; nemotron_h ignores ``attention_head_dim``;
+* gemma3 and qwen3_next/qwen3_5 lay layers out from ``sliding_window_pattern`` /
+  ``full_attention_interval`` and ignore ``layer_types``.
+
+The output is a variant payload (what a profile YAML variant holds), its provenance and notes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..errors import InputError, UnsupportedError
+from .config import MAX_DIM, MAX_LAYERS, Reader, shown, spec
+from .facts import KNOWN_UNMODELLED, MLX_LM_VERSION
+
+
+@dataclass
+class Draft:
+    """What a rule produced: variant fields, where each came from, and what a reader should know."""
+
+    fields: dict[str, Any] = field(default_factory=dict)
+    prov: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    per_layer: list[tuple[str, Any]] = field(default_factory=list)
+    layers_as_string: bool = False
+    text_model_type: str | None = None
+
+    def put(self, key: str, value: Any, where: str) -> None:
+        if value is None:
+            return
+        self.fields[key] = value
+        self.prov[key] = where
+
+
+@dataclass
+class Ctx:
+    top: dict  # the whole config
+    r: Reader  # the language model's (sub-)config, as mlx-lm's args class reads it
+    d: Draft
+    module: str  # mlx-lm module building the model
+    model_type: str  # config model_type
+    label: str
+
+
+# --------------------------------------------------------------------------------------------------
+# shared pieces
+# --------------------------------------------------------------------------------------------------
+
+
+def _heads(c: Ctx) -> tuple[int, int]:
+    r = c.r
+    n_q = r.int("num_attention_heads")
+    n_kv = r.int("num_key_value_heads", allow_none=True, required=not r.spec.kv_from_heads)
+    where = r.where("num_key_value_heads")
+    if n_kv is None:
+        if not r.spec.kv_from_heads:
+            raise InputError(f"{c.label}: {r.prefix}num_key_value_heads is null and mlx-lm's {r.spec.cls} "
+                             "does not replace it")
+        n_kv = n_q
+        where = f"= num_attention_heads ({r.spec.cls}.__post_init__ fills a missing num_key_value_heads)"
+    if n_q % n_kv:
+        raise UnsupportedError(f"unsupported: model_type {shown(c.model_type)}: num_attention_heads {n_q} is not a "
+                               f"multiple of num_key_value_heads {n_kv} (mx.fast.scaled_dot_product_attention "
+                               "needs whole query groups)")
+    c.d.put("num_heads", n_q, r.where("num_attention_heads"))
+    c.d.put("num_kv_heads", n_kv, where)
+    return n_q, n_kv
+
+
+def _head_dim(c: Ctx, n_q: int, rule: str | None = None) -> int:
+    r = c.r
+    rule = rule or r.spec.head_dim
+    if rule == "explicit":
+        hd = r.int("head_dim")
+        c.d.put("head_dim", hd, r.where("head_dim"))
+        return hd
+    hidden = r.int("hidden_size")
+    derived = hidden // n_q
+    if rule == "optional":
+        hd = r.int("head_dim", allow_none=True, required=False)
+        if hd is not None:
+            c.d.put("head_dim", hd, r.where("head_dim"))
+            return hd
+        c.d.put("head_dim", derived, f"= hidden_size // num_attention_heads = {hidden} // {n_q} "
+                                     f"({r.spec.cls} has no head_dim in this config)")
+        return derived
+    # derived: a config head_dim is ignored
+    c.d.put("head_dim", derived, f"= hidden_size // num_attention_heads = {hidden} // {n_q} "
+                                 f"(mlx-lm's {c.r.spec.cls.split('.')[0]}.py derives it)")
+    given = r.data.get("head_dim")
+    if isinstance(given, int) and not isinstance(given, bool) and given != derived:
+        c.d.notes.append(f"{c.label}: {r.prefix}head_dim = {given} is ignored: mlx-lm's "
+                         f"{r.spec.cls.split('.')[0]}.py uses hidden_size // num_attention_heads = {derived}")
+    return derived
+
+
+def _num_layers(c: Ctx) -> int:
+    n = c.r.int("num_hidden_layers", maximum=MAX_LAYERS)
+    c.d.put("num_layers", n, c.r.where("num_hidden_layers"))
+    return n
+
+
+def _info(c: Ctx) -> None:
+    """Fields that do not shape the cache but that other estimates use (weights, SDPA, limits)."""
+    r, d = c.r, c.d
+    for key, fld in (("hidden_size", "hidden_size"), ("vocab_size", "vocab_size"),
+                     ("max_position_embeddings", "max_context"), ("intermediate_size", "intermediate_size")):
+        if fld == "max_context" and key not in r.data:
+            continue  # mlx-lm's default (gemma3_text: 32768) says nothing about the checkpoint's context
+        v = _soft_int(c, key) if fld not in d.fields else None
+        if v is not None:
+            d.put(fld, v, r.where(key))
+    tie = r.raw("tie_word_embeddings", None)
+    if isinstance(tie, bool):
+        d.put("tie_word_embeddings", tie, r.where("tie_word_embeddings"))
+    _moe(c)
+
+
+def _soft_int(c: Ctx, key: str, *, zero_ok: bool = False) -> int | None:
+    """An integer the cache does not depend on but the peak and weights do: absent or null is ``None``
+    (unknown, said downstream); anything else must be a positive integer within MLX's 32-bit shapes
+    (``zero_ok``: 0 also reads as "none", e.g. ``num_experts: 0`` in a dense config). A wrong value is
+    an error naming the key, never dropped: a dropped ``intermediate_size`` left a hole the peak model
+    multiplied by."""
+    v = c.r.raw(key, None)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (v == 0 and not zero_ok):
+        raise InputError(f"{c.r.label}: {c.r.prefix}{key} must be a positive integer, got {shown(v)}")
+    if v > MAX_DIM:
+        raise InputError(f"{c.r.label}: {c.r.prefix}{key} = {shown(v)} is out of range (at most {MAX_DIM})")
+    return v or None
+
+
+def _moe(c: Ctx) -> None:
+    n = k = None
+    wn = wk = ""
+    for key in ("num_experts", "num_local_experts", "n_routed_experts"):
+        v = _soft_int(c, key, zero_ok=True)
+        if v is not None:
+            n, wn = v, key
+            break
+    for key in ("num_experts_per_tok", "experts_per_token"):
+        v = _soft_int(c, key, zero_ok=True)
+        if v is not None:
+            k, wk = v, key
+            break
+    if not n or not k or k > n:
+        return
+    moe: dict[str, Any] = {"num_experts": n, "experts_per_token": k}
+    mi = _soft_int(c, "moe_intermediate_size")
+    if mi:
+        moe["moe_intermediate_size"] = mi
+    sh = c.r.raw("n_shared_experts", None)
+    if isinstance(sh, int) and not isinstance(sh, bool) and 0 <= sh <= MAX_DIM:
+        moe["shared_experts"] = sh
+    fk = c.r.raw("first_k_dense_replace", None)
+    if isinstance(fk, int) and not isinstance(fk, bool) and fk > 0:
+        moe["first_dense_layers"] = fk
+    c.d.put("moe", moe, f"{c.r.where(wn)}, {wk}")
+
+
+def _full(n_kv: int | None = None, hd: int | None = None, vd: int | None = None) -> dict:
+    s: dict[str, Any] = {"kind": "full"}
+    if n_kv is not None:
+        s["num_kv_heads"] = n_kv
+    if hd is not None:
+        s["head_dim"] = hd
+    if vd is not None:
+        s["v_head_dim"] = vd
+    return s
+
+
+def _window(c: Ctx, key: str = "sliding_window") -> int:
+    w = c.r.int(key, allow_none=True, required=False)
+    if w is None:
+        raise UnsupportedError(
+            f"unsupported: model_type {shown(c.model_type)}: sliding layers need {c.r.prefix}{key}, and the config "
+            "gives none (mlx-lm would build RotatingKVCache(max_size=None) and fail on the first update)")
+    return w
+
+
+def _ignored_window(c: Ctx, why: str) -> None:
+    w = c.r.data.get("sliding_window")
+    if w is not None and not (c.r.data.get("use_sliding_window") is False):
+        c.d.notes.append(f"{c.label}: {c.r.prefix}sliding_window = {w} is ignored by mlx-lm 0.32 ({why}): "
+                         "every layer keeps an unbounded KVCache")
+
+
+# --------------------------------------------------------------------------------------------------
+# families
+# --------------------------------------------------------------------------------------------------
+
+
+def rule_plain(c: Ctx) -> None:
+    """One ``KVCache`` per layer (the module defines no ``make_cache``)."""
+    n = _num_layers(c)
+    n_q, n_kv = _heads(c)
+    _head_dim(c, n_q)
+    c.d.per_layer = [("full", _full())] * n
+    c.d.prov["layers"] = (f"mlx-lm {c.module}.py has no make_cache: make_prompt_cache gives one KVCache per layer "
+                          f"({c.r.where('num_hidden_layers')})")
+    if c.module in ("gemma2", "phi3", "mixtral", "qwen2", "qwen3", "qwen3_moe", "qwen2_moe", "starcoder2"):
+        _ignored_window(c, f"{c.module}.py has no sliding-window cache")
+
+
+def rule_llama_like(c: Ctx, *, honour_sliding: bool = True, who: str | None = None) -> None:
+    """llama / ministral3 / smollm3 (and the text model of mistral3): ``layer_types`` decides.
+
+    One block per ``layer_types`` entry (default: ``full_attention`` x num_hidden_layers);
+    ``sliding_attention`` -> ``RotatingKVCache(sliding_window)`` in llama.py / ministral3.py's
+    ``make_cache``. ``layer_types.index("full_attention")`` must succeed (mask of the first full layer).
+    """
+    r, d = c.r, c.d
+    n_hidden = r.int("num_hidden_layers", maximum=MAX_LAYERS)
+    n_q, n_kv = _heads(c)
+    _head_dim(c, n_q)
+    types = r.str_list("layer_types")
+    if types is None:
+        types = ["full_attention"] * n_hidden
+        where = f"{r.where('num_hidden_layers')} (no layer_types: every layer full_attention)"
+        if r.data.get("sliding_window") is not None:
+            d.notes.append(f"{c.label}: {r.prefix}sliding_window = {r.data['sliding_window']} is ignored: without "
+                           "layer_types mlx-lm's llama.py builds only full-attention layers (unbounded KVCache)")
+    else:
+        where = r.where("layer_types")
+        if len(types) != n_hidden:
+            d.notes.append(f"{c.label}: {r.prefix}layer_types has {len(types)} entries but num_hidden_layers is "
+                           f"{n_hidden}; mlx-lm builds one block per layer_types entry")
+    if "full_attention" not in types:
+        raise UnsupportedError(
+            f"unsupported: model_type {shown(c.model_type)}: layer_types has no 'full_attention' entry; mlx-lm's "
+            "llama.py looks up the first full-attention layer and raises ValueError")
+    d.put("num_layers", len(types), where)
+    sliding = [t == "sliding_attention" for t in types]
+    if any(sliding) and honour_sliding:
+        w = _window(c)
+        d.per_layer = [("sliding", {"kind": "sliding", "window": w}) if s else ("full", _full()) for s in sliding]
+        d.prov["layers"] = f"{where}; sliding_attention -> RotatingKVCache({r.where('sliding_window')})"
+    else:
+        d.per_layer = [("full", _full())] * len(types)
+        d.prov["layers"] = f"{where}: KVCache per layer"
+        if any(sliding):
+            d.notes.append(f"{who or c.module}: layer_types marks {sum(sliding)} layer(s) sliding_attention, but "
+                           f"mlx-lm's {who or c.module} defines no make_cache, so make_prompt_cache gives every "
+                           "layer an unbounded KVCache (the window only masks attention)")
+    if c.module == "smollm3":
+        nr = r.int_list("no_rope_layers")
+        if nr is not None and len(nr) != n_hidden:
+            raise UnsupportedError(f"unsupported: model_type 'smollm3': no_rope_layers has {len(nr)} entries for "
+                                   f"{n_hidden} layers (smollm3.ModelArgs raises ValueError)")
+
+
+def rule_llama(c: Ctx) -> None:
+    rule_llama_like(c)
+
+
+def rule_smollm3(c: Ctx) -> None:
+    rule_llama_like(c, honour_sliding=False, who="smollm3.py")
+
+
+def rule_gemma3_text(c: Ctx) -> None:
+    """``i % sliding_window_pattern == p - 1`` -> KVCache, else ``RotatingKVCache(sliding_window)``."""
+    r, d = c.r, c.d
+    n = _num_layers(c)
+    n_q, n_kv = _heads(c)
+    _head_dim(c, n_q)
+    p = r.int("sliding_window_pattern")
+    w = r.int("sliding_window")
+    d.per_layer = [("full", _full()) if i % p == p - 1 else ("sliding", {"kind": "sliding", "window": w})
+                   for i in range(n)]
+    d.prov["layers"] = (f"gemma3_text.make_cache: layer i is full iff i % {p} == {p - 1} "
+                        f"({r.where('sliding_window_pattern')}); others RotatingKVCache({r.where('sliding_window')})")
+    if r.data.get("layer_types") is not None:
+        d.notes.append(f"{c.label}: {r.prefix}layer_types is ignored by mlx-lm's gemma3_text.py "
+                       "(it uses sliding_window_pattern)")
+
+
+def rule_gpt_oss(c: Ctx) -> None:
+    r, d = c.r, c.d
+    n = r.int("num_hidden_layers", maximum=MAX_LAYERS)
+    n_q, n_kv = _heads(c)
+    _head_dim(c, n_q)
+    types = r.str_list("layer_types")
+    where = r.where("layer_types")
+    if types is None:
+        types = ["sliding_attention", "full_attention"] * (n // 2)
+        where = f"gpt_oss default: sliding/full alternating x {n // 2} ({r.where('num_hidden_layers')})"
+    if len(types) != n:
+        raise UnsupportedError(f"unsupported: model_type 'gpt_oss': {len(types)} layer types for {n} layers; "
+                               "mlx-lm's make_cache and model.layers would disagree")
+    if "sliding_attention" not in types or "full_attention" not in types:
+        raise UnsupportedError("unsupported: model_type 'gpt_oss': mlx-lm's gpt_oss.py needs at least one "
+                               "sliding_attention and one full_attention layer (list.index raises)")
+    w = r.int("sliding_window")
+    d.put("num_layers", n, r.where("num_hidden_layers"))
+    d.per_layer = [("full", _full()) if t == "full_attention" else ("sliding", {"kind": "sliding", "window": w})
+                   for t in types]
+    d.prov["layers"] = f"{where}; other than full_attention -> RotatingKVCache({r.where('sliding_window')})"
+    d.put("attention_sinks", True, "gpt_oss.py: per-head attention sinks")
+
+
+def _mla(c: Ctx, *, index: bool = False) -> dict:
+    r = c.r
+    mla: dict[str, Any] = {}
+    for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+        mla[k] = r.int(k)
+    q = r.int("q_lora_rank", allow_none=True, required=False)
+    if q is not None:
+        mla["q_lora_rank"] = q
+    if index:
+        for k in ("index_head_dim", "index_n_heads", "index_topk"):
+            mla[k] = r.int(k)
+    c.d.put("mla", mla, ", ".join(r.where(k) for k in mla))
+    return mla
+
+
+def _mla_heads(c: Ctx, mla: dict) -> None:
+    """Top-level attention dims of an MLA model, as mlx-lm's prefill path uses them.
+
+    The cache holds the latent (see ``mla``); during prefill mlx-lm expands it to ``num_attention_heads``
+    key heads of ``qk_nope_head_dim + qk_rope_head_dim`` and value heads of ``v_head_dim``.
+    ``num_key_value_heads`` of the config is not read by mlx-lm's MLA attention.
+    """
+    r = c.r
+    n_q = r.int("num_attention_heads")
+    c.d.put("num_heads", n_q, r.where("num_attention_heads"))
+    c.d.put("num_kv_heads", n_q, "= num_attention_heads (MLA expands the latent per query head; "
+                                 "num_key_value_heads is not read)")
+    c.d.put("head_dim", mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"],
+            "= qk_nope_head_dim + qk_rope_head_dim")
+    c.d.put("v_head_dim", mla["v_head_dim"], r.where("v_head_dim"))
+
+
+def rule_deepseek_v2(c: Ctx) -> None:
+    """Expanded MLA: the cache holds per-head keys (nope+rope) and values (v_head_dim) for every q head."""
+    r, d = c.r, c.d
+    n = _num_layers(c)
+    n_q = r.int("num_attention_heads")
+    nope, rope, vd = r.int("qk_nope_head_dim"), r.int("qk_rope_head_dim"), r.int("v_head_dim")
+    r.int("kv_lora_rank")
+    d.put("num_heads", n_q, r.where("num_attention_heads"))
+    d.put("num_kv_heads", n_q, "= num_attention_heads (deepseek_v2.py caches k/v expanded per head; "
+                               "num_key_value_heads is not read)")
+    d.put("head_dim", nope + rope, f"= qk_nope_head_dim + qk_rope_head_dim = {nope} + {rope}")
+    d.put("v_head_dim", vd, r.where("v_head_dim"))
+    d.per_layer = [("full", _full())] * n
+    d.prov["layers"] = "deepseek_v2.py: one KVCache per layer holding expanded per-head keys and values"
+
+
+def rule_deepseek_v3(c: Ctx) -> None:
+    n = _num_layers(c)
+    mla = _mla(c)
+    _mla_heads(c, mla)
+    c.d.per_layer = [("latent", {"kind": "latent"})] * n
+    c.d.prov["layers"] = (f"{c.module}.py: one KVCache per layer holding the normalized latent (kv_lora_rank) as "
+                          "keys and the roped k_pe (qk_rope_head_dim) as values")
+
+
+def rule_deepseek_v32(c: Ctx) -> None:
+    n = _num_layers(c)
+    mla = _mla(c, index=True)
+    _mla_heads(c, mla)
+    c.d.per_layer = [("mla_dsa", [{"kind": "latent"}, {"kind": "indexer"}])] * n
+    c.d.prov["layers"] = ("deepseek_v32.make_cache: CacheList(KVCache latent, KVCache DSA indexer of "
+                          "index_head_dim keys + equal zero values) per layer")
+
+
+def _linear_state(c: Ctx) -> dict:
+    r = c.r
+    nk, nv = r.int("linear_num_key_heads"), r.int("linear_num_value_heads")
+    dk, dv = r.int("linear_key_head_dim"), r.int("linear_value_head_dim")
+    k = r.int("linear_conv_kernel_dim")
+    if nv % nk:
+        raise UnsupportedError(f"unsupported: model_type {shown(c.model_type)}: linear_num_value_heads {nv} is not a "
+                               f"multiple of linear_num_key_heads {nk} (mlx-lm's GatedDeltaNet raises ValueError)")
+    if k < 2:
+        raise UnsupportedError(f"unsupported: model_type {shown(c.model_type)}: linear_conv_kernel_dim {k} leaves no "
+                               "conv state")
+    return {"kind": "state", "tensors": [
+        {"name": "conv", "shape": [k - 1, 2 * nk * dk + nv * dv], "dtype": "model"},
+        {"name": "ssm", "shape": [nv, dv, dk], "dtype": "fp32"},
+    ]}
+
+
+def rule_qwen3_next(c: Ctx) -> None:
+    """``(i+1) % full_attention_interval != 0`` -> gated-DeltaNet ``ArraysCache(2)``, else ``KVCache``.
+
+    conv state (kernel-1, 2*nk*dk + nv*dv) in the activation dtype; recurrent state (nv, dv, dk) always
+    float32 (gated_delta.py starts it as fp32 zeros and keeps it fp32).
+    """
+    r, d = c.r, c.d
+    n = _num_layers(c)
+    n_q, n_kv = _heads(c)
+    _head_dim(c, n_q)
+    k = r.int("full_attention_interval")
+    lin = _linear_state(c)
+    d.per_layer = [("full", _full()) if (i + 1) % k == 0 else ("linear", lin) for i in range(n)]
+    d.prov["layers"] = (f"{c.module}.make_cache: layer i is full iff (i+1) % {k} == 0 "
+                        f"({r.where('full_attention_interval')}); others gated-DeltaNet ArraysCache "
+                        f"(conv {r.where('linear_conv_kernel_dim')}, heads/dims from linear_*)")
+    lt = r.data.get("layer_types")
+    if isinstance(lt, list):
+        expect = ["full_attention" if (i + 1) % k == 0 else "linear_attention" for i in range(n)]
+        if lt != expect:
+            d.notes.append(f"{c.label}: {r.prefix}layer_types disagrees with full_attention_interval {k}; mlx-lm "
+                           f"{MLX_LM_VERSION} ignores layer_types and follows the interval")
+
+
+def rule_nemotron_h(c: Ctx) -> None:
+    """Entries only for ``M`` (Mamba-2 ``ArraysCache(2)``) and ``*`` (``KVCache``); ``-``/``E`` have none."""
+    r, d = c.r, c.d
+    pat = r.raw("hybrid_override_pattern", None)
+    where = r.where("hybrid_override_pattern")
+    if pat is None:
+        blocks = r.str_list("layers_block_type") or r.str_list("layer_types")
+        if blocks is None:
+            raise UnsupportedError("unsupported: model_type 'nemotron_h': the config has neither "
+                                   "hybrid_override_pattern nor layers_block_type (nemotron_h.ModelArgs raises)")
+        m = {"full_attention": "*", "linear_attention": "M", "moe": "E", "mlp": "-", "attention": "*",
+             "mamba": "M", "conv": "M"}
+        bad = sorted(set(blocks) - set(m))
+        if bad:
+            raise UnsupportedError(f"unsupported: model_type 'nemotron_h': layer block types {bad} "
+                                   "(nemotron_h.ModelArgs raises ValueError)")
+        pat = "".join(m[b] for b in blocks)
+        where = r.where("layers_block_type" if r.has("layers_block_type") else "layer_types")
+    if isinstance(pat, list) and all(isinstance(x, str) and len(x) == 1 for x in pat):
+        pat = "".join(pat)
+    if isinstance(pat, str) and len(pat) > MAX_LAYERS:
+        raise InputError(f"{c.label}: {r.prefix}hybrid_override_pattern has {len(pat)} blocks (at most {MAX_LAYERS})")
+    if not isinstance(pat, str) or not pat:
+        raise InputError(f"{c.label}: {r.prefix}hybrid_override_pattern must be a string such as 'M-M*', got {shown(pat)}")
+    bad = sorted(set(pat) - set("M*-E"))
+    if bad:
+        raise UnsupportedError(f"unsupported: model_type 'nemotron_h': block characters {bad} in "
+                               "hybrid_override_pattern (mlx-lm knows M, *, -, E)")
+    nh = r.raw("num_hidden_layers", None)
+    if isinstance(nh, int) and nh != len(pat):
+        d.notes.append(f"{c.label}: num_hidden_layers = {nh} but hybrid_override_pattern has {len(pat)} blocks; "
+                       "mlx-lm uses the pattern's length")
+    d.put("num_layers", len(pat), f"= len(hybrid_override_pattern) ({where})")
+    n_q, n_kv = _heads(c)
+    _head_dim(c, n_q)
+    ahd = r.data.get("attention_head_dim")
+    if ahd is not None and r.data.get("head_dim") is None and ahd != d.fields["head_dim"]:
+        d.notes.append(f"{c.label}: attention_head_dim = {r.data['attention_head_dim']} is not read by mlx-lm's "
+                       f"nemotron_h.py (head_dim = hidden_size // num_attention_heads = {d.fields['head_dim']})")
+    H, hd = r.int("mamba_num_heads"), r.int("mamba_head_dim")
+    N, G, K = r.int("ssm_state_size"), r.int("n_groups"), r.int("conv_kernel")
+    mamba = {"kind": "state", "tensors": [
+        {"name": "conv", "shape": [K - 1, H * hd + 2 * G * N], "dtype": "model"},
+        {"name": "ssm", "shape": [H, hd, N], "dtype": "fp32"},
+    ]}
+    spec_of = {"M": mamba, "*": _full(), "-": {"kind": "none"}, "E": {"kind": "none"}}
+    d.per_layer = [(ch, spec_of[ch]) for ch in pat]
+    d.layers_as_string = True
+    d.prov["layers"] = (f"{where}: M -> Mamba-2 ArraysCache (conv in activation dtype, ssm fp32), * -> KVCache, "
+                        "- / E -> no cache entry")
+
+
+def rule_lfm2(c: Ctx) -> None:
+    """``i in full_attn_idxs`` -> KVCache, else a short-conv ``ArraysCache(1)`` of (conv_L_cache-1, hidden)."""
+    r, d = c.r, c.d
+    n = _num_layers(c)
+    n_q, n_kv = _heads(c)
+    _head_dim(c, n_q)
+    idxs = r.int_list("full_attn_idxs")
+    where = r.where("full_attn_idxs")
+    if idxs is None:
+        types = r.str_list("layer_types")
+        if types is None:
+            raise UnsupportedError("unsupported: model_type 'lfm2': neither full_attn_idxs nor layer_types is "
+                                   "given (lfm2.ModelArgs.__post_init__ raises TypeError)")
+        idxs = [i for i, t in enumerate(types) if t == "full_attention"]
+        where = f"{r.where('layer_types')} (full_attention entries)"
+    if not idxs:
+        raise UnsupportedError("unsupported: model_type 'lfm2': no full-attention layer (lfm2.py indexes "
+                               "full_attn_idxs[0])")
+    hidden = r.int("hidden_size")
+    L = r.int("conv_L_cache")
+    if L < 2:
+        raise UnsupportedError(f"unsupported: model_type 'lfm2': conv_L_cache {L} leaves no conv state")
+    conv = {"kind": "state", "tensors": [{"name": "conv", "shape": [L - 1, hidden], "dtype": "model"}]}
+    s = set(idxs)
+    d.per_layer = [("full", _full()) if i in s else ("conv", conv) for i in range(n)]
+    d.prov["layers"] = f"{where}; other layers: conv state ({r.where('conv_L_cache')}, {r.where('hidden_size')})"
+
+
+def rule_llama4(c: Ctx) -> None:
+    """``(i+1) % 4 != 0`` -> ``ChunkedKVCache(attention_chunk_size)``, else ``KVCache`` (llama4.py)."""
+    r, d = c.r, c.d
+    n = _num_layers(c)
+    n_q, n_kv = _heads(c)
+    _head_dim(c, n_q)
+    ch = r.int("attention_chunk_size")
+    d.per_layer = [("full", _full()) if (i + 1) % 4 == 0 else ("chunked", {"kind": "chunked", "chunk": ch})
+                   for i in range(n)]
+    d.prov["layers"] = f"llama4.make_cache: every 4th layer KVCache, others ChunkedKVCache({r.where('attention_chunk_size')})"
+
+
+# --------------------------------------------------------------------------------------------------
+# dispatch
+# --------------------------------------------------------------------------------------------------
+
+PLAIN = ("qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "phi3", "mixtral", "llama4_text", "qwen2_moe", "olmo2",
+         "olmoe", "internlm3", "seed_oss", "mimo", "starcoder2", "hunyuan_v1_dense", "glm4_moe")
+
+RULES: dict[str, Callable[[Ctx], None]] = {
+    "llama": rule_llama,
+    "ministral3": rule_llama,
+    "smollm3": rule_smollm3,
+    "gemma3_text": rule_gemma3_text,
+    "gpt_oss": rule_gpt_oss,
+    "deepseek_v2": rule_deepseek_v2,
+    "deepseek_v3": rule_deepseek_v3,
+    "deepseek_v32": rule_deepseek_v32,
+    "mistral4": rule_deepseek_v3,
+    "qwen3_next": rule_qwen3_next,
+    "qwen3_5": rule_qwen3_next,
+    "nemotron_h": rule_nemotron_h,
+    "lfm2": rule_lfm2,
+    "llama4": rule_llama4,
+    **{m: rule_plain for m in PLAIN},
+}
+
+#: wrapper module -> how to find the text model: (args spec of the inner class, rule, injected defaults)
+WRAPPERS = ("gemma3", "mistral3", "qwen3_5", "qwen3_5_moe", "lfm2-vl", "llama4")
+
+
+def supported_modules() -> list[str]:
+    return sorted(set(RULES) | set(WRAPPERS))
+
+
+def unsupported_reason(model_type: str, module: str) -> str:
+    if module in KNOWN_UNMODELLED:
+        why = KNOWN_UNMODELLED[module]
+    elif model_type == "lfm2_vl":
+        why = ("mlx-lm 0.32.2 has no module mlx_lm.models.lfm2_vl (its file is lfm2-vl.py, with a dash), so "
+               "mlx_lm.load raises 'Model type lfm2_vl not supported'; a config saying model_type 'lfm2-vl' works")
+    else:
+        why = ("no cache-layout rule for this mlx-lm module yet (supported: "
+               + ", ".join(supported_modules()) + ")")
+    what = shown(model_type) if model_type == module else f"{shown(model_type)} (mlx-lm module {shown(module)})"
+    return f"unsupported: model_type {what}: {why}"

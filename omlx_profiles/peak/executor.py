@@ -1,0 +1,191 @@
+"""How many of a call's items are alive at once: the executor's run-ahead window (``window_max``)
+and, on CUDA, the graph commits (``graph_ends``, ``graph_window_max``)."""
+from __future__ import annotations
+
+import bisect
+from math import ceil
+
+from .ops.items import Item
+
+
+_ALL_SUMS: list | None = None  # set by peak.fast to collect every window position's sum
+
+
+class _Live:
+    """Bytes live over a span of executor slots: the items the span covers (each item's bytes spread
+    evenly over its slots: an op's output exists from the moment the host allocates it) + the ``carry``
+    of earlier items whose output is still waiting for a consumer inside the span."""
+
+    def __init__(self, items: list[Item], op_weight: int, view_weight: int):
+        self.items = items
+        self.bounds = [0]
+        for it in items:
+            self.bounds.append(self.bounds[-1] + max(1, it.ops * op_weight + it.views * view_weight))
+        self.cum = [0.0]
+        for it in items:
+            self.cum.append(self.cum[-1] + it.bytes)
+
+    @property
+    def total(self) -> int:
+        return self.bounds[-1]
+
+    def upto(self, x: float) -> float:
+        b, items = self.bounds, self.items
+        j = bisect.bisect_right(b, x) - 1
+        if j >= len(items):
+            return self.cum[-1]
+        return self.cum[j] + items[j].bytes * (x - b[j]) / (b[j + 1] - b[j])
+
+    def carried(self, lo: float) -> tuple[float, list[tuple[int, int]]]:
+        # items ending at or before lo whose carry reaches an item that overlaps [lo, ...)
+        b, items = self.bounds, self.items
+        n = len(items)
+        j = bisect.bisect_right(b, lo) - 1  # item containing lo (or the last)
+        tot, who = 0.0, []
+        for i in range(max(0, j - 8), min(j, n)):
+            it = items[i]
+            if b[i + 1] > lo:
+                continue
+            add = 0
+            if i + 1 >= j:  # its consumer is (partly) in the window: the output has not been released
+                add += it.bytes if it.out < 0 else it.out
+            if it.carry and i + it.carry_items >= j:
+                add += it.carry
+            if add:
+                tot += add
+                who.append((i, add))
+        return tot, who
+
+    def sum(self, lo: float, hi: float) -> float:
+        return self.upto(hi) - self.upto(lo) + self.carried(lo)[0]
+
+    def terms(self, lo: float, hi: float) -> dict[str, int]:
+        terms: dict[str, float] = {}
+        for i, it in enumerate(self.items):
+            a, b = self.bounds[i], self.bounds[i + 1]
+            ov = min(b, hi) - max(a, lo)
+            if ov > 0:
+                terms[it.term] = terms.get(it.term, 0.0) + it.bytes * ov / (b - a)
+        for i, add in self.carried(lo)[1]:
+            k = self.items[i].term + ".carried"
+            terms[k] = terms.get(k, 0.0) + add
+        return {k: int(round(v)) for k, v in terms.items()}
+
+
+def window_max(items: list[Item], window: int, op_weight: int = 1, view_weight: int = 0) -> tuple[int, dict[str, int]]:
+    """Max over windows of ``window`` executor slots of the bytes live there (``_Live``).
+
+    The sum is piecewise linear in the window's position between item boundaries, so the maximum has an
+    edge on a boundary: every boundary is tried as the window's start and as its end. Returns the max and
+    the per-term bytes of that window.
+    """
+    if not items:
+        return 0, {}
+    live = _Live(items, op_weight, view_weight)
+    total = live.total
+    w = min(window, total)
+    best, best_lo = -1.0, 0.0
+    sums: dict[float, float] = {}
+    for bnd in live.bounds:
+        for lo in (bnd, bnd - w):
+            if lo < 0 or lo + w > total or lo in sums:
+                continue
+            v = live.sum(lo, lo + w)
+            sums[lo] = v
+            if v > best:
+                best, best_lo = v, lo
+    if _ALL_SUMS is not None:
+        _ALL_SUMS.append(sums)
+    out = live.terms(best_lo, best_lo + w)
+    return sum(out.values()), out
+
+
+def graph_ends(items: list[Item], max_nodes: int, max_mega_elements: int, act: int) -> list[float]:
+    """Where MLX's CUDA backend commits a CUDA graph while it encodes ``items`` (in executor slots, one
+    per op): after any op that takes the graph past ``max_nodes`` kernel nodes
+    (``node_count_ > max_ops``) or past ``max_mega_elements`` Mi-elements of kernel inputs
+    (``(bytes_in_graph_ >> 20) > max_mb``; ``set_input_array`` adds ``data_size()``, elements not bytes,
+    once per kernel that reads the array). An item's nodes and input elements are spread evenly over its
+    ops. The encoding of a chunk ends with a commit (``finalize``)."""
+    el_limit = (max_mega_elements + 1) << 20
+    ends: list[float] = []
+    pos = 0.0
+    n_nodes = 0.0
+    n_el = 0.0
+    for it in items:
+        ops = max(1, it.ops)
+        nodes = it.nodes if it.nodes >= 0 else it.ops
+        per_op = it.elems if isinstance(it.elems, tuple) and len(it.elems) == ops else None
+        even = 0.0 if per_op else (it.elems or it.bytes // max(act, 1)) / ops
+        npo = nodes / ops
+        left = ops
+        while left > 0:
+            if per_op:  # elements given per op: one op at a time
+                need, epo = 1, per_op[ops - left]
+            else:  # spread evenly: jump straight to the op that crosses a limit
+                need, epo = left, even
+                if npo > 0:
+                    need = min(need, max(1, ceil((max_nodes + 1 - n_nodes) / npo - 1e-9)))
+                if epo > 0:
+                    need = min(need, max(1, ceil((el_limit - n_el) / epo - 1e-9)))
+            n_nodes += need * npo
+            n_el += need * epo
+            pos += need
+            left -= need
+            if n_nodes >= max_nodes + 1 - 1e-9 or n_el >= el_limit:
+                ends.append(pos)
+                n_nodes = n_el = 0.0
+    if not ends or ends[-1] < pos:
+        ends.append(pos)
+    return ends
+
+
+def split_ops(items: list[Item]) -> list[Item]:
+    """Items with ``op_bytes`` as one item per op, so a window edge inside the item counts what each op
+    really allocated. Each op's output stays alive until the item's last op has run (``carry``); the last
+    op keeps the item's own ``out`` / ``carry`` (its final output's consumer is the next item)."""
+    out: list[Item] = []
+    for it in items:
+        n = max(1, it.ops)
+        if not it.op_bytes or len(it.op_bytes) != n or n == 1:
+            out.append(it)
+            continue
+        nodes = it.nodes if it.nodes >= 0 else it.ops
+        el = it.elems if isinstance(it.elems, tuple) and len(it.elems) == n else ((it.elems or 0) // n,) * n
+        for k, b in enumerate(it.op_bytes):
+            last = k == n - 1
+            if last:
+                out.append(Item(it.term, b, 1, 0, carry=it.carry, carry_items=it.carry_items,
+                                out=it.bytes if it.out < 0 else it.out, elems=el[k], nodes=nodes / n))
+            else:
+                out.append(Item(it.term, b, 1, 0, carry=b, carry_items=n - 1 - k, out=0, elems=el[k],
+                                nodes=nodes / n))
+    return out
+
+
+def graph_window_max(items: list[Item], max_nodes: int, max_mega_elements: int, inflight: int,
+                     act: int) -> tuple[int, dict[str, int]]:
+    """The live set when the host has run ``inflight`` committed graphs ahead of the GPU.
+
+    MLX keeps every input of every op of a committed graph alive until the GPU has finished that graph
+    (``gpu::eval``: ``add_temporary``; released by the completion handler), and ``eval_impl`` lets the
+    host run ahead until more than ``inflight`` graphs are in flight (``MAX_ACTIVE_TASKS``), then waits
+    for the oldest. So while the host encodes graph g, graphs g-inflight .. g-1 still hold everything
+    they read, and the live set is the bytes of the ops from the start of graph g-inflight to the end of
+    graph g (plus what earlier ops hand to later consumers). That is the worst case of a host that stays
+    ahead of the GPU; a GPU that keeps up holds less. Graph ends come from ``graph_ends``.
+    """
+    if not items:
+        return 0, {}
+    items = split_ops(items)
+    live = _Live(items, 1, 0)
+    ends = graph_ends(items, max_nodes, max_mega_elements, act)
+    starts = [0.0] + ends[:-1]
+    best, best_w = -1.0, (0.0, 0.0)
+    for g, hi in enumerate(ends):
+        lo = starts[max(0, g - inflight)]
+        v = live.sum(lo, hi)
+        if v > best:
+            best, best_w = v, (lo, hi)
+    out = live.terms(*best_w)
+    return sum(out.values()), out

@@ -1,0 +1,202 @@
+"""Attention blocks: the SDPA call as the kernel table routes it, the cache update, the mask, and a
+whole GQA attention block (norms, projections, RoPE, SDPA, output projection, residual)."""
+from __future__ import annotations
+
+from ...registry.profile import CacheEntry, Profile
+from ..kernels import RouteDecision, SdpaCall
+from .items import CallContext, EntryStep, Item, fast_op
+from .traits import (ARRAY_MASK_FAMILIES, FUSED_QKV_FAMILIES, GATED_ATTENTION_FAMILIES, QK_NORM_AFTER_TRANSPOSE_FAMILIES,
+                     QK_NORM_FAMILIES, SANDWICH_NORM_FAMILIES, SOFTCAP_ATTENTION_FAMILIES)
+
+
+_PYTHON_ATTENTION = RouteDecision("python-softcap", "fallback", None, None,
+                                  "mlx-lm writes the softcapped attention out (gemma2.py): never mx.fast SDPA")
+
+
+def route_for(ctx: CallContext, call: SdpaCall, family: str) -> RouteDecision:
+    """The SDPA route a layer of ``family`` takes: the kernel table's, except where mlx-lm computes attention
+    itself (``SOFTCAP_ATTENTION_FAMILIES``)."""
+    if family in SOFTCAP_ATTENTION_FAMILIES and call.q_len > 1:
+        return _PYTHON_ATTENTION
+    return ctx.routes.route(call, ctx.tiled)
+
+
+def _sdpa_bound(ctx: CallContext, call: SdpaCall, family: str) -> list[Item]:
+    """SDPA's worst case (``CallContext.bound``, peak/basis.py): never fused, the scores in fp32 (4 bytes per
+    element whatever the model dtype), the masked scores and their softmax each in a new buffer (nothing
+    reused in place), a bool/causal mask materialized at 1 byte per element, q scaled into a copy."""
+    s, f = ctx.act, 4
+    sc_el = call.n_q * call.q_len * call.kv_len
+    q_el = call.n_q * call.q_len * call.head_dim
+    k_el = call.n_kv * call.kv_len * call.head_dim
+    v_el = call.n_kv * call.kv_len * call.v_head_dim
+    mask = call.q_len * call.kv_len if call.mask in ("causal", "bool") else 0
+    mask_el = sc_el if call.mask == "additive" else mask
+    sinks = 1 if call.sinks else 0
+    cap = 3 * sc_el * f if family in SOFTCAP_ATTENTION_FAMILIES else 0  # / cap, tanh, * cap: three more copies
+    out = [Item("sdpa.bound_softcap", cap, 3, elems=3 * sc_el)] if cap else []
+    return out + [Item("sdpa.bound_q_scaled", q_el * f, 1, elems=q_el),
+            Item("sdpa.bound_scores", 3 * sc_el * f + mask, 4 + sinks, op_bytes=(sc_el * f, mask, sc_el * f, sc_el * f)
+                 + ((0,) if sinks else ()), elems=(q_el + k_el, 2, sc_el + mask_el, sc_el) + ((sc_el,) if sinks else ())),
+            Item("sdpa.bound_out", call.n_q * call.q_len * call.v_head_dim * max(s, f), 1, elems=sc_el + v_el)]
+
+
+def sdpa_items(ctx: CallContext, call: SdpaCall, *, family: str) -> list[Item]:
+    """SDPA of one layer as routed by the kernel table; mask arrays built by mlx-lm are pinned elsewhere.
+
+    ``elems`` (what CUDA's graph-commit counter adds): q, the whole k and v the call attends to, the mask
+    array, and on the fallback the score matrix once per op that reads it (mask, softmax, P @ V)."""
+    if ctx.bound and call.q_len > 1:
+        return _sdpa_bound(ctx, call, family)
+    r = route_for(ctx, call, family)
+    python_softcap = r is _PYTHON_ATTENTION
+    s = ctx.act
+    out = call.n_q * call.q_len * call.v_head_dim * s
+    scores = call.n_q * call.q_len * call.kv_len * s
+    q_el = call.n_q * call.q_len * call.head_dim
+    k_el = call.n_kv * call.kv_len * call.head_dim
+    v_el = call.n_kv * call.kv_len * call.v_head_dim
+    sc_el = call.n_q * call.q_len * call.kv_len
+    mask_el = call.q_len * call.kv_len if call.mask in ("bool", "additive") else 0
+    if call.mask == "additive":
+        mask_el = sc_el  # latent MLA passes its (H, qL, kL) positional scores as the mask
+    items: list[Item] = []
+    if r.route in ("fused", "vector"):
+        if call.mask == "bool" and not ctx.routes.supports_bool_mask:
+            # MLX (fast.cpp): mask = where(mask, full_like(mask, 0, T), full_like(mask, -inf, T)) on the
+            # [B, Hq, qL, kL] broadcast: two scores-sized fills (their inputs are scalars), then the where
+            # (donating one fill) reads both and the bool mask view; the fused kernel then reads the result
+            conv = int(scores * ctx.routes.bool_to_additive_buffers)
+            items.append(Item("sdpa.bool_mask_to_additive", conv, 3, op_bytes=(conv - conv // 2, conv // 2, 0),
+                              elems=(1, 1, 2 * sc_el + mask_el)))
+            mask_el = sc_el
+        items.append(Item(f"sdpa.{r.route}_out", out, 1, 1, elems=q_el + k_el + v_el + mask_el))
+        return items
+    fb = ctx.routes.fallback
+    if r.route == "blocked":
+        rows = min(r.q_tile or call.q_len, call.q_len)
+        tile = call.n_q * rows * call.kv_len * s
+        items.append(Item("sdpa.blocked_scores_tile", tile + 2 * call.n_q * rows * call.head_dim * s, 3, out=0,
+                          elems=q_el + k_el + mask_el))
+        items.append(Item("sdpa.blocked_out", out, 1, elems=v_el))
+        return items
+    if r.route == "tiled":
+        tile = call.n_q * call.q_len * min(r.kv_tile or call.kv_len, call.kv_len) * s
+        items.append(Item("sdpa.tiled_scores_tile", tile, 2, out=0, elems=q_el + k_el + mask_el))
+        items.append(Item("sdpa.tiled_out", out, 1, elems=v_el))
+        return items
+    # fallback: q*scale, scores (where/softmax reuse it), output; "causal" builds a bool mask + aranges.
+    n_buf = fb.sinks_score_buffers if call.sinks else fb.score_buffers
+    items.append(Item("sdpa.fallback_q_scaled", call.n_q * call.q_len * call.head_dim * s, 1, 1, elems=q_el))
+    causal = call.mask == "causal" and call.q_len > 1
+    if causal:
+        items.append(Item("sdpa.fallback_causal_mask",
+                          int(call.q_len * call.kv_len * fb.causal_mask_bytes_per_element) + 4 * (call.q_len + call.kv_len), 3, 5,
+                          elems=2 * (call.q_len + call.kv_len)))
+        mask_el = call.q_len * call.kv_len
+    masked = call.mask != "none" and call.q_len > 1
+    softcap = 3 if python_softcap else 0  # / cap, tanh, * cap
+    n_sc_ops = (2 + masked) + (2 if call.sinks else 0) + softcap
+    items.append(Item("sdpa.fallback_scores", int(scores * n_buf), n_sc_ops, 5,
+                      op_bytes=(int(scores * n_buf),) + (0,) * (n_sc_ops - 1),  # QK allocates; mask/softmax in place
+                      elems=(q_el + k_el,) + (sc_el,) * softcap + ((sc_el + mask_el,) if masked else ())
+                      + (sc_el,) * (3 if call.sinks else 1)))
+    items.append(Item("sdpa.fallback_out", out, 1, 3, elems=sc_el + v_el))
+    return items
+
+
+def cache_update(entry: CacheEntry, step: EntryStep, act: int, q_len: int = 0) -> Item:
+    """What a cache update adds while it runs, beyond the resident old buffer and the rows it adds
+    (counted for every layer in ``prefill.py``): a growing ``KVCache`` concatenates the old buffer with a
+    zero block into a new buffer, so the old-buffer-sized part of the new one is extra until the old one
+    is freed; a ``RotatingKVCache`` first copies its last window-1 rows (trim), then concatenates.
+    ``elems``: the concatenation reads the old buffer (and the trimmed/zero rows); the slice update
+    writes the call's ``q_len`` new rows into the (donated) buffer."""
+    rb = entry.row_elements * act
+    extra = step.zero_rows + step.trim_rows + min(step.new_rows, step.old_rows)
+    if step.old_rows == 0:
+        extra = 0  # first call: the zero buffer becomes the cache in place (slice_update donates)
+    elif step.new_rows == step.old_rows and step.trim_rows == 0 and step.zero_rows == 0:
+        extra = 0  # in-place slice_update (the call fits in the capacity)
+    update_el = q_len * entry.row_elements
+    if extra == 0 and step.zero_rows == 0:
+        return Item("kv_update_copy", 0, 2, 4, out=0, elems=update_el)  # two slice_updates and the fetch slices
+    concat_el = (step.old_rows + step.zero_rows + 2 * step.trim_rows) * entry.row_elements
+    return Item("kv_update_copy", extra * rb, 6, 4, out=0, elems=concat_el + update_el)
+
+
+def mask_kind(p: Profile, entry: CacheEntry, step: EntryStep, q_len: int) -> str:
+    """The mask mlx-lm passes to SDPA for this layer (see routes research §5)."""
+    if q_len == 1:
+        return "none"
+    if p.mlx_model_type in ARRAY_MASK_FAMILIES:
+        return "bool"
+    if entry.kind == "sliding":
+        # RotatingKVCache.make_mask: bool once offset + N > window; llama/gemma also pass window_size,
+        # which makes KVCache.make_mask build an array too.
+        return "bool" if step.kv_len > entry.window or step.old_rows > 0 else "causal"
+    if entry.kind == "chunked":
+        return "bool"
+    return "causal"
+
+
+def attention_items(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallContext, *, cache_only: bool) -> list[Item]:
+    """A standard (GQA) attention layer: full, sliding or chunked cache."""
+    S, s = ctx.q_len, ctx.act
+    h = p.hidden_size
+    n_q = p.num_heads or entry.n_kv
+    n_kv, dk, dv = entry.n_kv, entry.k_width, entry.v_width
+    fam = p.mlx_model_type
+    items = [fast_op(ctx, "rms_norm", S * h * s, weight=h)]
+    if cache_only:
+        # the last layer of a prefill chunk: only its K/V reach the evaluated cache state.
+        items.append(Item("qkv_proj", S * n_kv * (dk + dv) * s, 2, 6, elems=2 * S * h + h * n_kv * (dk + dv)))
+        if fam in QK_NORM_FAMILIES:
+            items.append(fast_op(ctx, "rms_norm", S * n_kv * dk * s, weight=dk))
+        items.append(fast_op(ctx, "rope", S * n_kv * dk * s))
+        items.append(cache_update(entry, step, s, S))
+        return items
+    qk_norm = fam in QK_NORM_FAMILIES
+    gate = S * n_q * dk * s if fam in GATED_ATTENTION_FAMILIES else 0  # q_proj also yields the output gate
+    # v waits for the cache update (past the q/k norms and RoPE)
+    q_w = n_q * dk * (2 if gate else 1)
+    fused = fam in FUSED_QKV_FAMILIES
+    span = S * (q_w + n_kv * (dk + dv))  # a split view's data_size: the fused buffer's span
+    if fused:
+        items.append(Item("qkv_proj", span * s, 1, 9, carry=span * s, carry_items=2 + qk_norm,
+                          elems=S * h + h * (q_w + n_kv * (dk + dv))))
+    else:
+        items.append(Item("qkv_proj", S * (n_q * dk + n_kv * (dk + dv)) * s + gate, 3, 9,
+                          carry=S * n_kv * dv * s, carry_items=2 + qk_norm,
+                          op_bytes=(S * n_q * dk * s + gate, S * n_kv * dk * s, S * n_kv * dv * s),
+                          elems=(S * h + h * q_w, S * h + h * n_kv * dk, S * h + h * n_kv * dv)))
+    if qk_norm:
+        norm = fast_op(ctx, "rms_norm", S * (n_q + n_kv) * dk * s, 2, weight=dk)
+        if fam in QK_NORM_AFTER_TRANSPOSE_FAMILIES and ctx.routes.fast_ops.rms_norm is None:
+            norm = Item(norm.term, norm.bytes, 4, norm.views, out=norm.out, elems=2 * norm.elems)
+        items.append(norm)
+    # the rotated q waits for SDPA (past the cache update)
+    rope = fast_op(ctx, "rope", S * (n_q + n_kv) * dk * s, 2)
+    # RoPE of a strided view copies it first (rope.cu): the copy reads the view's span
+    rope_el = 2 * span + rope.elems if fused else rope.elems
+    items.append(Item(rope.term, rope.bytes, rope.ops, rope.views, carry=S * n_q * dk * s, carry_items=1, out=rope.out,
+                      elems=rope_el))
+    upd = cache_update(entry, step, s, S)
+    if fused:  # the slice update copies v out of the fused buffer: the view's span
+        upd = Item(upd.term, upd.bytes, upd.ops, upd.views, carry=upd.carry, carry_items=upd.carry_items, out=upd.out,
+                   elems=(upd.elems or 0) + span - S * n_kv * dv)
+    call = SdpaCall(n_q, n_kv, dk, dv, S, step.kv_len, mask_kind(p, entry, step, S),
+                    bool(p.attention_sinks), ctx.dtype, ctx.nax)
+    sdpa = sdpa_items(ctx, call, family=fam)
+    if gate:  # the gate waits for the output projection, past SDPA
+        upd = Item(upd.term, upd.bytes, upd.ops, upd.views, carry=gate, carry_items=len(sdpa) + 1, out=upd.out)
+    items.append(upd)
+    items += sdpa
+    if gate:  # output * sigmoid(gate)
+        items.append(Item("attn_gate", 2 * S * n_q * dv * s, 2, 1, out=S * n_q * dv * s, elems=3 * S * n_q * dv))
+    items.append(Item("o_proj", S * n_q * dv * s + S * h * s, 2, 2, out=S * h * s,
+                      elems=S * n_q * dv + h * n_q * dv + S * n_q * dv))
+    if fam in SANDWICH_NORM_FAMILIES:
+        items.append(fast_op(ctx, "rms_norm", S * h * s, weight=h, donates=True))
+    items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
+    return items

@@ -1,0 +1,77 @@
+"""The vocabulary of the transient model: an ``Item`` (what consecutive ops allocate), one cache
+entry's rows during a call (``EntryStep``), the call's context, and the cost of an ``mx.fast`` op."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..kernels import KernelRoutes
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """``bytes`` allocated by ``ops`` consecutive computing ops (plus ``views`` view ops: reshapes,
+    broadcasts, slices, which allocate nothing but take executor slots on the CPU backend); the bytes
+    are spread evenly over the item's slots."""
+
+    term: str
+    bytes: int
+    ops: int = 1
+    views: int = 0
+    carry: int = 0  # output bytes that stay alive while the next ``carry_items`` items run
+    carry_items: int = 0
+    out: int = -1  # bytes of the item's final output, alive until the next item has run (-1: ``bytes``)
+    elems: int | tuple = 0  # elements of every kernel input, summed per kernel (CUDA's graph-commit counter);
+    # a tuple gives them per op (``ops`` entries), an int spreads them evenly
+    nodes: int = -1  # CUDA graph nodes (kernels) the item's ops add (-1: ``ops``)
+    op_bytes: tuple = ()  # bytes each op allocates (``ops`` entries, summing to ``bytes``) where it matters
+    # which op allocates them (a graph boundary can fall inside the item); empty: spread evenly
+
+
+@dataclass(frozen=True, slots=True)
+class EntryStep:
+    """One cache entry during one call: rows before, rows after, keys the call attends to."""
+
+    kind: str
+    old_rows: int
+    new_rows: int
+    kv_len: int
+    trim_rows: int = 0  # RotatingKVCache: rows copied by the trim before the concatenation
+    zero_rows: int = 0  # KVCache growth: the zero block concatenated to the old buffer
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Everything the item formulas need for one call of ``q_len`` tokens."""
+
+    q_len: int
+    offset: int  # tokens in the cache before the call (cached prefix included)
+    act: int  # activation bytes
+    dtype: str
+    routes: KernelRoutes
+    tiled: dict
+    nax: bool = False
+    last: bool = False  # the last-token step (logits computed)
+    bound: bool = False  # worst-case items (peak/basis.py): unfused fp32 attention, no donation
+
+
+def fast_op(ctx: CallContext, op: str, input_bytes: int, count: int = 1, weight: int = 0,
+          donates: bool = False) -> Item:
+    # ``input_bytes`` is the total over the ``count`` calls (q and k: two rope calls); ``weight``: the
+    # norm weight's elements per call
+    """An ``mx.fast`` op (rms_norm, rope): one fused kernel writing its output, or the backend's
+    decomposition (``fast_ops`` in the kernel table: peak in units of the input bytes, op count).
+
+    ``donates``: the input is an op's output that nothing else reads, so the fused kernel writes in place
+    (``RMSNorm::eval_gpu``: ``if (x.is_donatable()) out.copy_shared_buffer(x)``) and allocates nothing:
+    Gemma's post-attention / post-feed-forward norms. Measured on the H200 (probe_commits.py --donation):
+    rms_norm of a single-use matmul output adds 0 bytes; of one that is still referenced, its output; of a
+    reshaped projection (Qwen3's q_norm) its output too (the reshape shares the buffer, so it is not
+    donatable)."""
+    elems = input_bytes // ctx.act + weight * count
+    donates = donates and not ctx.bound
+    cost = getattr(ctx.routes.fast_ops, op, None)
+    if cost is None:
+        return Item(op, 0 if donates else input_bytes, count, elems=elems)
+    mult = cost.transient.get(ctx.dtype, cost.transient.get("fp32", 1.0))
+    ops = cost.ops_half if (ctx.dtype != "fp32" and cost.ops_half) else cost.ops
+    return Item(op, int(input_bytes * mult), ops * count, cost.views * count, out=input_bytes, elems=elems)

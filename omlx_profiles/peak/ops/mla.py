@@ -1,0 +1,110 @@
+"""Multi-head latent attention (DeepSeek V2/V3): the expanded cache and the latent cache."""
+from __future__ import annotations
+
+from ...errors import UnsupportedError
+from ...registry.profile import CacheEntry, Profile
+from ..kernels import SdpaCall
+from .attention import cache_update, mask_kind, sdpa_items
+from .items import CallContext, EntryStep, Item, fast_op
+
+
+def mla_expanded_items(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallContext, *, cache_only: bool) -> list[Item]:
+    """DeepSeek-V2 / MiniCPM3 MLA with the expanded per-head cache (k = nope+rope, v = v_head_dim).
+
+    Order as MLX runs it (the tape is a topological order from the outputs, so what SDPA consumes runs
+    last): q projection, kv_a + its norm, kv_b, RoPE of q_pe and k_pe, the repeated k_pe concatenated
+    into the keys, the queries concatenated, the cache update, SDPA (Dq = nope + rope, Dv = v_head_dim).
+    """
+    S, s, h = ctx.q_len, ctx.act, p.hidden_size
+    mla = p.mla
+    if mla is None:
+        raise UnsupportedError(f"unsupported: {p.name} is an MLA model without its ranks (mla: kv_lora_rank, "
+                               "qk_rope_head_dim, qk_nope_head_dim, v_head_dim) in the profile")
+    H = entry.n_kv
+    nope, rope, vd, rank = mla.qk_nope_head_dim, mla.qk_rope_head_dim, mla.v_head_dim, mla.kv_lora_rank
+    q_bytes = S * H * (nope + rope) * s
+    items = [fast_op(ctx, "rms_norm", S * h * s, weight=h)]
+    if not cache_only:
+        q_in = h
+        if mla.q_lora_rank:
+            items.append(Item("mla.q_a", S * mla.q_lora_rank * s, 1, 1, elems=S * h + mla.q_lora_rank * h))
+            items.append(fast_op(ctx, "rms_norm", S * mla.q_lora_rank * s, weight=mla.q_lora_rank))
+            q_in = mla.q_lora_rank
+        items.append(Item("mla.q_proj", q_bytes, 1, 3, elems=S * q_in + H * (nope + rope) * q_in))
+    items.append(Item("mla.kv_a", S * (rank + rope) * s, 1, 2, elems=S * h + (rank + rope) * h))
+    items.append(fast_op(ctx, "rms_norm", S * rank * s, weight=rank))
+    # kv_b output: k_nope and the values; the values wait for the cache update
+    items.append(Item("mla.kv_b", S * H * (nope + vd) * s, 1, 4, carry=S * H * vd * s, carry_items=4,
+                      elems=S * rank + H * (nope + vd) * rank))
+    n_rope = 1 if cache_only else 2
+    items.append(fast_op(ctx, "rope", S * (rope + (0 if cache_only else H * rope)) * s, n_rope))
+    items.append(Item("mla.k_concat", S * H * rope * s + S * H * (nope + rope) * s, 2, 3, out=S * H * (nope + rope) * s,
+                      elems=S * rope + S * H * rope + S * H * nope))
+    if not cache_only:
+        items.append(Item("mla.q_concat", q_bytes, 1, 1, carry=q_bytes, carry_items=1, elems=S * H * (nope + rope)))
+    items.append(cache_update(entry, step, s, S))
+    if cache_only:
+        return items
+    call = SdpaCall(p.num_heads or H, H, nope + rope, vd, S, step.kv_len, mask_kind(p, entry, step, S),
+                    False, ctx.dtype, ctx.nax)
+    items += sdpa_items(ctx, call, family=p.mlx_model_type)
+    items.append(Item("o_proj", S * H * vd * s + S * h * s, 2, 2, elems=2 * S * H * vd + h * H * vd))
+    items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
+    return items
+
+
+def mla_latent_items(p: Profile, entries: tuple[CacheEntry, ...], steps: tuple[EntryStep, ...], ctx: CallContext,
+                *, cache_only: bool) -> list[Item]:
+    """DeepSeek-V3-style MLA prefill: latent cache; pe_scores (H x qL x kL) passed as an additive mask,
+    k = embed_q(latent) and v = unembed_out(latent) materialized per head for the whole cache."""
+    S, s, h = ctx.q_len, ctx.act, p.hidden_size
+    mla = p.mla
+    H = p.num_heads or 1
+    nope, rope, vd, rank = mla.qk_nope_head_dim, mla.qk_rope_head_dim, mla.v_head_dim, mla.kv_lora_rank
+    entry, step = entries[0], steps[0]
+    kL = step.kv_len
+    items = [fast_op(ctx, "rms_norm", S * h * s, weight=h)]
+    items.append(Item("mla.kv_a", S * (rank + rope) * s, 1, elems=S * h + (rank + rope) * h))
+    items.append(fast_op(ctx, "rms_norm", S * rank * s))
+    items.append(fast_op(ctx, "rope", S * rope * s))
+    items.append(cache_update(entry, step, s, S))
+    for e, st in zip(entries[1:], steps[1:]):  # DSA indexer cache
+        items.append(Item("dsa.indexer_kv", S * e.row_elements * s, 2))
+        items.append(cache_update(e, st, s, S))
+    if cache_only:
+        return items
+    if mla.q_lora_rank:
+        items.append(Item("mla.q_a", S * mla.q_lora_rank * s, 1, elems=S * h + mla.q_lora_rank * h))
+        items.append(fast_op(ctx, "rms_norm", S * mla.q_lora_rank * s, weight=mla.q_lora_rank))
+    q_in = mla.q_lora_rank or h
+    items.append(Item("mla.q_proj", S * H * (nope + rope) * s, 1, elems=S * q_in + H * (nope + rope) * q_in))
+    items.append(fast_op(ctx, "rope", S * H * rope * s))
+    if len(entries) > 1 and mla.index_n_heads and mla.index_topk and kL > mla.index_topk:
+        ih = mla.index_n_heads
+        items.append(Item("dsa.indexer_scores", ih * S * kL * s * 2 + S * kL * (s + 4) + S * kL, 6, out=S * kL))
+    if S == 1:
+        items.append(Item("mla.decode_q", H * rank * s * 2, 2))
+        call = SdpaCall(H, 1, rank, rank, 1, kL, "none", False, ctx.dtype, ctx.nax)
+        items += sdpa_items(ctx, call, family=p.mlx_model_type)
+        items.append(Item("o_proj", H * vd * s + h * s, 3))
+    else:
+        call = SdpaCall(H, H, nope, vd, S, kL, "additive", False, ctx.dtype, ctx.nax)
+        sdpa = sdpa_items(ctx, call, family=p.mlx_model_type)
+        # the (H, qL, kL) positional scores are SDPA's additive mask: alive past k/v expansion until SDPA
+        # The QK matmul allocates the whole score matrix but reads only q_pe and k_pe; the where() reads it and
+        # the bool (qL, kL) mask and writes in place (measured: probe_mla.py, 1.00x the scores); SDPA reads it
+        # again as its additive mask (cuDNN: no copy). Per-op elements, so CUDA's commit rule sees the graph end
+        # after the where and after SDPA (traced: commits_dsv3.json). ``unitemized``: 4 B per query x key
+        # position per layer that the H200 peaks hold beyond the itemized ops (8k one-op graphs 0.96 and 32k /
+        # step 2048 0.99 without it; not identified - the conservative side of the two measurements).
+        sc = H * S * kL * s
+        extra = 4 * S * kL
+        where_b = (sc if ctx.bound else 0) + extra
+        items.append(Item("mla.pe_scores", S * H * rope * s + sc + where_b, 3, out=0,
+                          carry=sc, carry_items=1 + len(sdpa), op_bytes=(S * H * rope * s, sc, where_b),
+                          elems=(S * H * rope, S * H * rope + kL * rope, H * S * kL + S * kL + 1)))
+        items.append(Item("mla.k_v_expand", H * kL * (nope + vd) * s, 2, elems=2 * kL * rank + H * (nope + vd) * rank))
+        items += sdpa
+        items.append(Item("o_proj", S * H * vd * s + S * h * s, 2, elems=2 * S * H * vd + h * H * vd))
+    items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
+    return items

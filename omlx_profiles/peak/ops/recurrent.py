@@ -1,0 +1,217 @@
+"""State-cache layers: gated DeltaNet and Mamba2 (with the CUDA SSD replay), short convolutions;
+the shapes of their conv window and recurrent state, and which backends cannot bound them."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from ...dtypes import DTYPE_BYTES
+from ...errors import UnsupportedError
+from ...registry.profile import CacheEntry, LayerType, Profile
+from ..kernels import KernelRoutes
+from .items import CallContext, EntryStep, Item, fast_op
+from .traits import CONV_VIEW_FAMILIES
+
+
+@dataclass(frozen=True, slots=True)
+class StateDims:
+    k1: int  # conv window rows (kernel - 1)
+    conv_dim: int
+    ssm_shape: tuple[int, ...]
+    ssm_elems: int
+    ssm_bytes: int  # bytes per element of the recurrent state
+
+
+def state_dims(p: Profile, lt: LayerType, entry: CacheEntry) -> StateDims:
+    """Shapes of a state cache's conv window and recurrent state, from the profile's declaration.
+
+    ``CacheEntry`` keeps element counts only, so the shapes come from the variant's layer kinds (or a
+    ``shape`` attribute on the tensor spec where the profile carries one)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for t in entry.tensors:
+        shp = getattr(t, "shape", None)
+        if shp:
+            shapes[t.name] = tuple(shp)
+    v = p.variant
+    if not shapes and v is not None and lt.name in v.layers.kinds:
+        spec = v.layers.kinds[lt.name]
+        for sp in (spec if isinstance(spec, list) else [spec]):
+            if sp.kind == "state":
+                for t in sp.tensors:
+                    shapes[t.name] = tuple(t.shape)
+    conv = next((t for t in entry.tensors if t.name.startswith("conv")), None)
+    ssm = next((t for t in entry.tensors if not t.name.startswith("conv")), None)
+    if conv is None or ssm is None or conv.name not in shapes or ssm.name not in shapes:
+        raise UnsupportedError(
+            f"unsupported: {p.name}: the transient of its {lt.name!r} state layers needs the conv and recurrent "
+            "state shapes (declare them in the profile's layer kind)")
+    cs, ss = shapes[conv.name], shapes[ssm.name]
+    k1 = cs[0] if len(cs) >= 2 else 1
+    conv_dim = prod(cs[1:]) if len(cs) >= 2 else cs[0]
+    return StateDims(k1, conv_dim, ss, prod(ss), DTYPE_BYTES.get(ssm.dtype, 0))
+
+
+def linear_attention_items(p: Profile, lt: LayerType, entry: CacheEntry, step: EntryStep, ctx: CallContext, *,
+                      cache_only: bool) -> list[Item]:
+    """Gated-DeltaNet (qwen3_next / qwen3_5) and Mamba2 (nemotron_h) mixers.
+
+    The conv window is concatenated with the chunk ((K-1+S) x conv_dim) and the new conv state is a view
+    of that buffer (held until the next call: ``state_snapshot_bytes``). Off Metal the recurrence runs
+    as ops, one step per token (gated_delta_ops) or per 256-token block (Mamba2 ssm), each step writing
+    a new fp32 state and state-sized products: their bytes are spread over the steps' ops so the window
+    holds as many steps as fit.
+    """
+    S, s, h = ctx.q_len, ctx.act, p.hidden_size
+    d = state_dims(p, lt, entry)
+    sb = d.ssm_bytes or 4
+    nvdv = d.ssm_shape[0] * d.ssm_shape[1] if len(d.ssm_shape) == 3 else d.conv_dim  # nv*dv, or H*head_dim
+    items = [fast_op(ctx, "rms_norm", S * h * s)]
+    fam = p.mlx_model_type
+    if fam in ("qwen3_next", "qwen3_5", "qwen3_5_moe"):
+        # in_proj outputs: conv_dim (q, k, v) + z (nv*dv) + b, a (nv each)
+        nv = d.ssm_shape[0]
+        items.append(Item("deltanet.in_proj", S * (d.conv_dim + nvdv + 2 * nv) * s, 2,
+                          elems=2 * S * h + h * (d.conv_dim + nvdv + 2 * nv)))
+        items.append(Item("deltanet.conv", (d.k1 + S) * d.conv_dim * s + 2 * S * d.conv_dim * s, 3,
+                          out=S * d.conv_dim * s))
+        items.append(fast_op(ctx, "rms_norm", S * max(d.conv_dim - nvdv, 0) * s))
+        items.append(Item("deltanet.gates", S * nv * 4 * 4, 4, out=S * nv * 4 * 2))
+        if ctx.routes.backend == "metal":
+            items.append(Item("deltanet.kernel", d.ssm_elems * sb + S * nvdv * s, 1))
+        else:
+            # gated_delta_ops: a Python loop of one compiled step per token (state*k, k*delta, state*q: fp32,
+            # state-sized). Every step's new fp32 state stays allocated until the layer's outputs are stacked:
+            # the step's y and state are outputs of one compiled primitive, and the y kept for mx.stack keeps
+            # its sibling. Measured on the H200 (Qwen3-Next, 8 layers at real widths, commits_gdn.json): a flat
+            # 4.4 GiB at 2048 tokens, 1.25 GiB at 512 ~ q_len x (Hv x Dv x Dk x 4) + the step temporaries;
+            # the per-step aggregate this replaces gave 0.47-0.81. The loop is items of consecutive steps
+            # (~8 kernels each for CUDA's commit rule), each carrying its states through the stack.
+            st_b = d.ssm_elems * 4
+            parts = [S * i // 8 for i in range(9)]
+            spans = [(a, b) for a, b in zip(parts, parts[1:]) if b > a]
+            for k, (a, b) in enumerate(spans):
+                n = b - a
+                items.append(Item("deltanet.recurrence_states", n * st_b + (2 * st_b if k == 0 else 0), 8 * n,
+                                  carry=n * st_b, carry_items=len(spans) - k - 1, elems=n * 3 * d.ssm_elems))
+            items.append(Item("deltanet.stack", S * nvdv * s, 1))
+        if not cache_only:
+            items.append(Item("deltanet.out_norm", S * nvdv * s * 3, 5, out=S * nvdv * s))
+            items.append(Item("o_proj", S * h * s, 1, elems=S * nvdv + h * nvdv))
+            items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
+        return items
+    if fam == "nemotron_h":
+        heads = d.ssm_shape[0]
+        items.append(Item("mamba.in_proj", S * (d.conv_dim + nvdv + heads) * s, 1,
+                          elems=S * h + h * (d.conv_dim + nvdv + heads)))
+        items.append(Item("mamba.conv", (d.k1 + S) * d.conv_dim * s + 2 * S * d.conv_dim * s, 3,
+                          out=S * d.conv_dim * s))
+        if ctx.routes.backend == "metal" and S == 1:
+            items.append(Item("mamba.kernel", d.ssm_elems * sb, 1))
+        elif ctx.routes.executor.graph_commit is not None:
+            n_state = d.ssm_shape[2] if len(d.ssm_shape) == 3 else 1
+            groups = max(1, (d.conv_dim - nvdv) // (2 * n_state))
+            items += ssd_items_cuda(S, heads, nvdv // heads, n_state, groups, s, step.old_rows > 0)
+        else:
+            # ssm_attn, per 256-token block: CB repeated to (H, 256, 256) in the model dtype, and four
+            # fp32 (H, 256, 256) arrays live together: segsum's repeat/tril, its cumsum, exp(segsum)
+            # (the decay, read twice so never donated) and CB * decay; plus the next state
+            # and the (256, H, head_dim) fp32 products dt*x, dt*x*decay, y and y_prev, B repeated to
+            # (H, N, 256) in the model dtype, next_state and decay*state (fp32, state-sized)
+            blocks = -(-S // 256)
+            blk = min(S, 256)
+            n_state = d.ssm_shape[2] if len(d.ssm_shape) == 3 else 1
+            per_block = (heads * blk * blk * (4 * 4 + s) + 4 * blk * nvdv * 4 + heads * n_state * blk * s
+                         + 2 * d.ssm_elems * 4)
+            items.append(Item("mamba.ssm_blocks", blocks * per_block, blocks * 14, blocks * 10,
+                              out=S * nvdv * s + d.ssm_elems * 4))
+        if not cache_only:
+            items.append(Item("mamba.out_norm", S * nvdv * s * 3, 5, out=S * nvdv * s))
+            items.append(Item("o_proj", S * h * s, 1, elems=S * nvdv + h * nvdv))
+            items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
+        return items
+    raise UnsupportedError(f"unsupported: no transient model for the state layers of mlx-lm {fam!r}")
+
+
+def unverified_peak(p: Profile, routes: KernelRoutes) -> str | None:
+    """Why the prefill peak of ``p`` on ``routes``' backend is reported as unknown instead of a number, or None.
+
+    Mamba2 (nemotron_h) layers on CUDA: ``ssd_items_cuda`` replays MLX's graphs to within 8%, but what each
+    layer keeps alive until the end of the forward (its final state's inputs) is not understood well enough
+    to promise a bound: modelled, Nemotron-H-56B came out at 1.10 / 1.13 of the H200's peak at prefill step
+    2048 and 0.85 / 0.85 / 0.90 at steps 1024 and 4096 (estimates written before measuring)."""
+    if routes.executor.graph_commit is None:
+        return None
+    if p.mlx_model_type == "nemotron_h" and any(e.kind == "state" for lt in p.layer_types.values() for e in lt.entries):
+        return ("unsupported: the CUDA prefill peak of Mamba2 (ssm_attn) layers is not verified: modelled op by op it "
+                "was 1.10-1.13 of the peak measured for Nemotron-H-56B on an H200 at prefill step 2048 but 0.85-0.90 at "
+                "steps 1024 and 4096 (benchmarks/cuda/README.md); KV and state bytes stay exact")
+    return None
+
+
+def ssd_items_cuda(S: int, H: int, dh: int, N: int, G: int, md: int, state: bool) -> list[Item]:
+    """mlx-lm's ``ssm_attn`` (Mamba2 SSD, ``mlx_lm/models/ssm.py``) op by op as MLX runs it on CUDA: per
+    256-token block ~24 kernels (~34 once a state exists), each its own graph node, so MLX's graphs fill on
+    their 100-node limit (the per-block aggregate the CPU and Metal windows use replayed far fewer, larger
+    graphs and put Nemotron-H-56B's peak at 0.72-0.76 of the H200's). Bytes per op: the (H, 256, 256) fp32
+    segsum / cumsum / decay / CB*decay arrays, CB repeated in the model dtype, the fp32 copies mx.matmul
+    makes of B (next_state) and of C broadcast over the group's heads (y_prev) - the single-op peaks
+    measured on CPU (benchmarks/cuda/README.md, "Nemotron-H").
+
+    What these items do not hold: the cache's new state is the last block's next_state, which no later layer
+    reads, so MLX's tape reaches it only after the whole forward and what it reads stays allocated until
+    then. Measured on the H200 the peak grows with depth (10.4 / 13.3 / 17.9 / 23.5 / 28.0 GiB for the first
+    8 / 16 / 32 / 64 / all 118 layers of Nemotron-H-56B, 4k-8k tokens) and falls back near the end of each
+    chunk. Charging dt*x + the last decay + the previous state per layer gave 1.10 / 1.13 at step 2048 but
+    0.85-0.90 at steps 1024 / 4096 (predicted before measuring), so the items replay the graphs (within 8% of
+    the traced ones) and ``unverified_peak`` reports the CUDA peak of these layers as unknown."""
+    f = 4
+    items = [Item("mamba.ssd_prep", S * H * f * 3 + S * H * dh * f, 6, 4,
+                  elems=(S * H, S * H, H, S * H, S * H, S * H * dh + S * H))]
+    for i in range(0, S, 256):
+        s = min(256, S - i)
+        st = state or i > 0
+        hs2 = H * s * s
+        blk = [
+            Item("mamba.ssd_cb", G * s * s * md, 1, 2, elems=2 * s * G * N),
+            Item("mamba.ssd_cb_repeat", hs2 * md, 1, elems=G * s * s),
+            Item("mamba.ssd_segsum_repeat", hs2 * f, 1, 2, elems=H * s),
+            Item("mamba.ssd_tril", 0, 4, 2, elems=(2 * s, 2 * s, s * s, hs2 + s * s)),
+            Item("mamba.ssd_cumsum", hs2 * f, 1, elems=hs2),
+            Item("mamba.ssd_decay", 0, 1, elems=hs2),
+            Item("mamba.ssd_cb_f32", hs2 * f, 1, elems=hs2),
+            Item("mamba.ssd_cb_decay", 0, 1, elems=2 * hs2),
+            Item("mamba.ssd_tril", 0, 4, 2, elems=(2 * s, 2 * s, s * s, hs2 + s * s)),
+            Item("mamba.ssd_y", s * H * dh * f, 1, 2, elems=hs2 + s * H * dh),
+            Item("mamba.ssd_b_repeat", H * N * s * md, 1, 3, elems=s * G * N),
+            Item("mamba.ssd_dtx_decay", s * H * dh * f, 1, 4, elems=s * H * dh + hs2),
+            Item("mamba.ssd_b_f32", H * N * s * f, 1, elems=H * N * s),
+            Item("mamba.ssd_next_state", H * dh * N * f, 1, elems=s * H * dh + H * N * s),
+        ]
+        if st:
+            blk += [
+                Item("mamba.ssd_state_decay", s * H * f * 2, 3, 3, elems=(s * H, s * H, H)),
+                Item("mamba.ssd_state_scaled", H * dh * N * f, 1, 2, elems=H + H * dh * N),
+                Item("mamba.ssd_state_add", 0, 1, elems=2 * H * dh * N),
+                Item("mamba.ssd_c_f32", s * G * N * f, 1, 2, elems=s * G * N),
+                Item("mamba.ssd_c_broadcast", s * H * N * f, 1, elems=s * G * N),
+                Item("mamba.ssd_y_prev", s * H * dh * f, 1, 3, elems=H * dh * N + s * H * N),
+                Item("mamba.ssd_y_prev_scaled", 0, 1, 2, elems=s * H + s * H * dh),
+                Item("mamba.ssd_y_add", s * H * dh * f, 1, elems=2 * s * H * dh),
+            ]
+        blk.append(Item("mamba.ssd_y_cast", s * H * dh * md, 1, elems=s * H * dh, carry=s * H * dh * md, carry_items=8))
+        items += blk
+    items.append(Item("mamba.ssd_concat", S * H * dh * md * 2, 3, 2, out=S * H * dh * md,
+                      elems=(S * H * dh, H, 2 * S * H * dh)))
+    return items
+
+
+def state_snapshot_bytes(p: Profile, lt: LayerType, entry: CacheEntry, q_len: int, act: int) -> int:
+    """Bytes a state layer keeps beyond its ``nbytes`` between prefill chunks: the new conv state is a
+    slice view of the (K-1+S) x conv_dim concatenation, which keeps the whole buffer alive until the
+    next call replaces it (reference/mlxlm_caches.md §3.1; released after the last 1-token step)."""
+    if q_len <= 1 or p.mlx_model_type not in CONV_VIEW_FAMILIES:
+        return 0
+    d = state_dims(p, lt, entry)
+    conv = next(t for t in entry.tensors if t.name.startswith("conv"))
+    conv_b = act if conv.dtype == "model" else DTYPE_BYTES[conv.dtype]
+    return q_len * d.conv_dim * conv_b

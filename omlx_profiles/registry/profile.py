@@ -1,0 +1,167 @@
+"""The resolved profile: plain frozen dataclasses the estimator reads without any validation cost.
+
+``Profile.from_variant`` turns a ``CompleteVariant`` (validated, inheritance applied) into per-layer
+``CacheEntry`` tuples with every width filled in, so the arithmetic never has to ask "which default?".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any
+
+from ..dtypes import DTYPE_BYTES
+from ..schema.family import CompleteVariant
+
+
+@dataclass(frozen=True, slots=True)
+class StateTensorSpec:
+    name: str
+    elements: int
+    dtype: str  # "model" or a dtype name
+
+    def nbytes(self, act_bytes: int) -> int:
+        return self.elements * (act_bytes if self.dtype == "model" else DTYPE_BYTES[self.dtype])
+
+
+@dataclass(frozen=True, slots=True)
+class CacheEntry:
+    """One cache object of a layer, as mlx-lm allocates it.
+
+    For the attention kinds a cached *row* (one token) holds ``n_kv * (k_width + v_width)`` elements:
+    keys and values are separate buffers, sized from ``keys.shape[-1]`` and ``values.shape[-1]``, so an
+    expanded-MLA layer (k 192 / v 128) is not ``2 * 192``.
+    """
+
+    kind: str  # full | sliding | chunked | latent | indexer | state | none
+    n_kv: int = 0
+    k_width: int = 0
+    v_width: int = 0
+    window: int = 0
+    keep: int = 0
+    chunk: int = 0
+    tensors: tuple[StateTensorSpec, ...] = ()
+    in_list: bool = False  # inside an mlx-lm CacheList: kv quantization skips it
+
+    @property
+    def row_elements(self) -> int:
+        return self.n_kv * (self.k_width + self.v_width)
+
+    def state_bytes(self, act_bytes: int) -> int:
+        return sum(t.nbytes(act_bytes) for t in self.tensors)
+
+
+@dataclass(frozen=True, slots=True)
+class LayerType:
+    name: str
+    entries: tuple[CacheEntry, ...]
+
+    @property
+    def label(self) -> str:
+        return "+".join(e.kind for e in self.entries)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A resolved checkpoint: layer layout, attention dims, compute dtype, and where it came from."""
+
+    name: str
+    family: str
+    mlx_model_type: str
+    num_layers: int
+    dtype: str
+    layer_names: tuple[str, ...]  # kind name per layer
+    layer_types: dict[str, LayerType]
+    num_heads: int | None = None
+    num_kv_heads: int | None = None
+    head_dim: int | None = None
+    v_head_dim: int | None = None
+    hidden_size: int | None = None
+    intermediate_size: int | None = None
+    vocab_size: int | None = None
+    tie_word_embeddings: bool | None = None
+    max_context: int | None = None
+    attention_sinks: bool = False
+    # a pipeline stage that sends its output to the next stage (mlx-lm's PipelineMixin: every rank but 0)
+    # computes its last layer in every prefill chunk; a whole model leaves it to the cache update only
+    sends_output: bool = False
+    mla: Any = None
+    moe: Any = None
+    weights: Any = None
+    ids: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    source: str = ""  # "profiles/llama.yaml#llama-3.1-8b" or "config.json"
+    variant: CompleteVariant | None = field(default=None, repr=False, compare=False)
+    # field -> where its value came from ("config.json: text_config.head_dim", "live probe: layer 3 keys"),
+    # filled by extraction (omlx_profiles.extraction.from_config); YAML profiles leave it empty and `resolve --explain`
+    # computes file:line from the registry instead.
+    provenance: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    # ------------------------------------------------------------------------------------------
+    @classmethod
+    def from_variant(cls, v: CompleteVariant, *, name: str, family: str, ids=(), aliases=(), source="") -> "Profile":
+        seq = v.layers.sequence()
+        if v.layers.pattern is not None:
+            names = tuple(seq[i % len(seq)] for i in range(v.num_layers))
+        else:
+            names = tuple(seq)
+        types: dict[str, LayerType] = {}
+        for kname in sorted(set(names)):
+            spec = v.layers.kinds[kname]
+            specs = spec if isinstance(spec, list) else [spec]
+            in_list = isinstance(spec, list)
+            types[kname] = LayerType(kname, tuple(_entry(s, v, in_list) for s in specs))
+        return cls(
+            name=name,
+            family=family,
+            mlx_model_type=v.mlx_model_type,
+            num_layers=v.num_layers,
+            dtype=v.dtype,
+            layer_names=names,
+            layer_types=types,
+            num_heads=v.num_heads,
+            num_kv_heads=v.num_kv_heads,
+            head_dim=v.head_dim,
+            v_head_dim=v.v_head_dim,
+            hidden_size=v.hidden_size,
+            intermediate_size=v.intermediate_size,
+            vocab_size=v.vocab_size,
+            tie_word_embeddings=v.tie_word_embeddings,
+            max_context=v.max_context,
+            attention_sinks=bool(v.attention_sinks),
+            mla=v.mla,
+            moe=v.moe,
+            weights=v.weights,
+            ids=tuple(ids),
+            aliases=tuple(aliases),
+            source=source,
+            variant=v,
+        )
+
+
+def _entry(s, v: CompleteVariant, in_list: bool) -> CacheEntry:
+    kind = s.kind
+    if kind in ("full", "sliding", "chunked"):
+        hd = s.head_dim or v.head_dim
+        vd = s.v_head_dim or (v.v_head_dim if s.head_dim is None else None) or hd
+        return CacheEntry(
+            kind=kind,
+            n_kv=s.num_kv_heads or v.num_kv_heads,
+            k_width=hd,
+            v_width=vd,
+            window=getattr(s, "window", 0),
+            keep=getattr(s, "keep", 0),
+            chunk=getattr(s, "chunk", 0),
+            in_list=in_list,
+        )
+    if kind == "latent":
+        return CacheEntry(kind=kind, n_kv=1, k_width=v.mla.kv_lora_rank, v_width=v.mla.qk_rope_head_dim, in_list=in_list)
+    if kind == "indexer":
+        w = s.head_dim or v.mla.index_head_dim
+        return CacheEntry(kind=kind, n_kv=1, k_width=w, v_width=w, in_list=in_list)
+    if kind == "state":
+        return CacheEntry(
+            kind=kind,
+            tensors=tuple(StateTensorSpec(t.name, prod(t.shape), t.dtype) for t in s.tensors),
+            in_list=in_list,
+        )
+    return CacheEntry(kind="none", in_list=in_list)

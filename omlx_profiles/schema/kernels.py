@@ -1,0 +1,183 @@
+"""A kernel-route table (``profiles/kernels/<backend>.yaml``): which SDPA kernel a call takes, what the
+backend's executor keeps in flight, and what the non-SDPA "fast" ops cost where the backend decomposes
+them. Read by ``omlx_profiles.peak.kernels``."""
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from ..versions import check_range
+from .family import DType, NonNegInt, PosInt, Slug, Strict
+
+MaskKind = Literal["none", "causal", "bool", "additive"]
+
+
+class RouteWhen(Strict):
+    """Conditions of one SDPA routing rule; an absent condition matches anything.
+
+    ``Dq`` is the query/key head width, ``Dv`` the value width, ``qL`` the query length of the call (a
+    prefill chunk), ``kL`` the keys it attends to, ``gqa`` = n_q / n_kv.
+    """
+
+    head_dim: list[PosInt] | None = Field(None, description="Dq must be one of these")
+    v_head_dim: list[PosInt] | None = Field(None, description="Dv must be one of these")
+    pairs: list[Annotated[list[PosInt], Field(min_length=2, max_length=2)]] | None = Field(
+        None, description="(Dq, Dv) must be one of these pairs")
+    same_qk_v_dim: bool | None = Field(None, description="Dq == Dv required (true) or excluded (false)")
+    head_dim_max: PosInt | None = Field(None, description="Dq <= this and Dv <= this")
+    head_dim_multiple_of: PosInt | None = Field(None, description="Dq and Dv multiples of this (cuDNN: 8)")
+    query_len_min: PosInt | None = None
+    query_len_max: PosInt | None = None
+    query_len_eq_kv_len: bool | None = Field(None, description="qL == kL (a whole prompt in one call, no prefix)")
+    query_len_le_kv_len: bool | None = Field(None, description="qL <= kL")
+    kv_len_min: PosInt | None = None
+    gqa_times_query_max: PosInt | None = Field(None, description="qL * (n_q / n_kv) bound of vector kernels")
+    gqa: PosInt | None = Field(None, description="n_q / n_kv must equal this")
+    mask: list[MaskKind] | None = Field(None, description="mask kinds the rule covers")
+    sinks: bool | None = None
+    dtype: list[DType] | None = None
+    nax: bool | None = Field(None, description="Metal: the M5-generation neural accelerators (metal::is_nax_available)")
+
+
+class Route(Strict):
+    """One SDPA routing rule. The first rule whose ``when`` matches decides the kernel.
+
+    Memory of each route (per call, what the estimator charges; see ``omlx_profiles/peak/ops/``):
+
+    * ``fused``: the kernel writes only its output (n_q * qL * Dv elements); with a bool mask on a
+      backend that cannot take one, the mask is first materialized as an additive array.
+    * ``vector``: the decode kernel (qL <= 8): output only (its two-pass scratch is a few MiB).
+    * ``fallback``: MLX's unfused ops: one score buffer n_q * qL * kL (where/softmax reuse it), the
+      scaled q and the output; a causal mask is built as a bool qL x kL array; sinks add copies.
+    * ``blocked``: the query-blocked kernel (MLX 0.32.4 Metal D512): one score tile of ``q_tile`` rows.
+    * ``tiled``: an O(L) kernel registered at runtime (oMLX's sdpa256 patch): one KV tile of scores.
+    """
+
+    name: Slug
+    when: RouteWhen = Field(default_factory=RouteWhen)
+    route: Literal["fused", "vector", "fallback", "blocked", "tiled"]
+    q_tile: PosInt | None = Field(None, description="blocked kernels: query rows per score tile")
+    kv_tile: PosInt | None = Field(None, description="tiled kernels: kv block width bounding the score tile")
+    source: str = Field(min_length=1, description="where the rule comes from (file, commit, measurement)")
+
+    @model_validator(mode="after")
+    def _tile(self):
+        if self.route == "tiled" and self.kv_tile is None:
+            raise ValueError("a tiled route needs kv_tile")
+        if self.route == "blocked" and self.q_tile is None:
+            raise ValueError("a blocked route needs q_tile")
+        return self
+
+
+class FallbackCosts(Strict):
+    """What MLX's unfused SDPA fallback holds, in units of the score buffer (n_q * qL * kL * itemsize)."""
+
+    score_buffers: Annotated[float, Field(ge=1)] = Field(
+        1.0, description="score-sized buffers live at once (donation makes where/softmax reuse one)")
+    sinks_score_buffers: Annotated[float, Field(ge=1)] = Field(
+        3.2, description="score-sized buffers live at once with attention sinks (concatenate + softmax + slice)")
+    causal_mask_bytes_per_element: Annotated[float, Field(ge=0)] = Field(
+        1.0, description="the bool qL x kL mask the fallback builds for mask='causal' (plus two aranges)")
+    source: str = Field(min_length=1)
+
+
+class ChunkWindow(Strict):
+    chunk: PosInt = Field(description="applies to calls of at most this many query tokens")
+    ops: PosInt
+
+
+class GraphCommit(Strict):
+    """MLX's CUDA backend: when the host commits the CUDA graph it is encoding, and how many committed
+    graphs it lets run ahead of the GPU. Every input of every op of a committed graph stays allocated
+    until the GPU has finished that graph, so these numbers set how many layers' temporaries are live."""
+
+    max_nodes: PosInt = Field(description="a graph is committed after the op that takes it past this many kernel "
+                                          "nodes (node_count_ > max_ops_per_graph; MLX_MAX_OPS_PER_BUFFER)")
+    max_mega_elements: PosInt = Field(description="... or past this many Mi-elements of kernel inputs "
+                                                  "((bytes_in_graph_ >> 20) > max_mb_per_graph; MLX_MAX_MB_PER_BUFFER; "
+                                                  "counted in elements, once per kernel that reads an array)")
+    max_inflight_graphs: PosInt = Field(description="eval_impl waits for the oldest graph once more than this many "
+                                                    "are in flight (MAX_ACTIVE_TASKS)")
+    op_window_bound: bool = Field(False, description="also cap the live set by the executor's inflight_ops window (how far "
+                                                     "the host got ahead in time on the measured device); off: the graph "
+                                                     "cap alone, which holds on any device and under GPU contention")
+    margin_graphs: NonNegInt = Field(0, description="graphs added to max_inflight_graphs on the safe side (calibrated: "
+                                                    "what the measured peaks needed beyond the exact cap)")
+    source: str = Field(min_length=1, description="where the numbers come from")
+
+
+class Executor(Strict):
+    """How far the backend's host thread allocates ahead of the device.
+
+    MLX evaluates a chunk's graph by allocating every op's output on the host thread and handing the
+    work to a device stream; an op's inputs are released only when the device (or the CPU worker
+    thread) has finished it. So at the peak, the outputs of roughly the next ``inflight_ops`` ops are
+    all allocated: the live set spans several layers, not one.
+    """
+
+    inflight_ops: PosInt = Field(description="length of the run-ahead window, in the units below")
+    inflight_ops_by_chunk: list[ChunkWindow] = Field(
+        default_factory=list,
+        description="window lengths that depend on the prefill step (first entry with chunk >= the call's "
+                    "query length wins; beyond the last, the last); empty: inflight_ops for every call")
+    op_weight: PosInt = Field(1, description="window units one computing op takes (CPU: 2 dispatches, compute + release)")
+    view_weight: NonNegInt = Field(0, description="window units one view op (reshape, broadcast, slice) takes (CPU: 1 dispatch)")
+    graph_commit: GraphCommit | None = Field(
+        None, description="CUDA: the live set is bounded by graph commits (inflight_ops is then only used when "
+                          "graph_commit.op_window_bound is set)")
+    source: str = Field(min_length=1, description="how the number was derived or measured")
+
+    def window_for(self, q_len: int) -> int:
+        for w in self.inflight_ops_by_chunk:
+            if q_len <= w.chunk:
+                return w.ops
+        return self.inflight_ops_by_chunk[-1].ops if self.inflight_ops_by_chunk else self.inflight_ops
+
+
+class FastOpCost(Strict):
+    """Cost of one of MLX's ``mx.fast`` ops on this backend.
+
+    ``transient`` is the peak of the op alone, in units of its *input* bytes (output included), per
+    dtype; ``ops`` is the number of allocating ops it becomes (1 when a fused kernel runs it).
+    """
+
+    ops: PosInt = 1
+    ops_half: PosInt | None = Field(None, description="computing ops in fp16/bf16 when it differs (the casts to fp32 and back)")
+    views: NonNegInt = Field(0, description="view ops of the decomposition (broadcasts, slices)")
+    transient: dict[DType, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
+    source: str = Field(min_length=1)
+
+
+class FastOps(Strict):
+    rms_norm: FastOpCost | None = None
+    rope: FastOpCost | None = None
+    layer_norm: FastOpCost | None = None
+
+
+class RouteTable(Strict):
+    mlx_versions: str = Field(min_length=1, description="version range, e.g. '>=0.32.3,<0.33' (first table that matches wins)")
+    description: str | None = None
+    executor: Executor
+    fast_ops: FastOps = Field(default_factory=FastOps)
+    fallback: FallbackCosts
+    routes: list[Route] = Field(min_length=1, description="first matching rule wins; the last should match anything")
+
+    @field_validator("mlx_versions")
+    @classmethod
+    def _range(cls, v: str) -> str:
+        check_range(v)  # packaging's PEP 440 reading: '>=abc', '~', '*', '===', empty ranges refused
+        return v
+
+
+class KernelRoutesFile(Strict):
+    schema_: str | None = Field(None, alias="$schema")
+    backend: Literal["metal", "cuda", "cpu"]
+    description: str | None = None
+    supports_bool_mask: bool = Field(
+        description="false: a fused kernel given a bool mask first materializes where(mask, 0, -inf) as (B, n_q, qL, kL)")
+    bool_to_additive_buffers: Annotated[float, Field(ge=0)] = Field(
+        0.0, description="score-sized buffers that conversion allocates (full_like zeros, full_like -inf, where)")
+    tables: list[RouteTable] = Field(min_length=1)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
