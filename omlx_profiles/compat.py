@@ -495,6 +495,16 @@ class MemoryMonitor:
             "set_model_info_from_model(), set_model_info() or set_profile() after loading the model)", what)
         return 0
 
+    def _unknown_peak(self, what: str, err: Exception) -> int:
+        """A peak the estimator reports as unknown for this model and backend (e.g. Mamba2 layers on CUDA:
+        measured above every model of them): oMLX's callers expect a number and cannot act on an error, so
+        0, with a warning that says the guard cannot guard this model and why (once per monitor)."""
+        log = logger.debug if getattr(self, "_warned_unknown", False) else logger.warning
+        self._warned_unknown = True
+        log("%s: the prefill peak of this model is unknown here (%s); returning 0: the prefill guard cannot "
+            "guard it", what, err)
+        return 0
+
     # -- estimates ----------------------------------------------------------------------------------
     def estimate_block_memory(self, block_size: int, num_layers: Optional[int] = None,
                               num_kv_heads: Optional[int] = None, head_dim: Optional[int] = None,
@@ -613,12 +623,18 @@ class MemoryMonitor:
         ``omlx_profiles.peak.fast.FastPeak.peak`` (a multiply, an add and a division for most models)."""
         if self._plain and type(new_tokens) is int and type(chunk_size) is int and type(cached_tokens) is int \
                 and new_tokens >= 0 and chunk_size >= 1 and cached_tokens >= 0:
-            return self._fast.peak(new_tokens, chunk_size, cached_tokens)
+            try:
+                return self._fast.peak(new_tokens, chunk_size, cached_tokens)
+            except OmlxProfilesError as e:
+                return self._unknown_peak("estimate_prefill_peak_bytes", e)
         new_tokens, chunk_size, cached_tokens = _counts(new_tokens, chunk_size, cached_tokens)
         f = self._fast
         if f is None:
             return self._no_info("estimate_prefill_peak_bytes")
-        peak = f.peak(new_tokens, chunk_size, cached_tokens)
+        try:
+            peak = f.peak(new_tokens, chunk_size, cached_tokens)
+        except OmlxProfilesError as e:
+            return self._unknown_peak("estimate_prefill_peak_bytes", e)
         if self._store_scale != 1.0 and new_tokens:
             peak = self._turboquant_peak(peak, new_tokens, chunk_size, cached_tokens)
         if self._ane_prefill_transient_bytes and peak:
@@ -717,7 +733,10 @@ class MemoryMonitor:
             return self._no_info("estimate_chunk_transient_bytes")
         if n == 0:
             return 0
-        return self._fast.chunk_transient(n, kv)
+        try:
+            return self._fast.chunk_transient(n, kv)
+        except OmlxProfilesError as e:
+            return self._unknown_peak("estimate_chunk_transient_bytes", e)
 
     def estimate_blocks_to_free(self, bytes_to_free: int, block_size: int) -> int:
         """Blocks of ``block_size`` tokens to evict to free ``bytes_to_free`` (rounded up, at least 1).

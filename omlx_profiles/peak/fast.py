@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..dtypes import DTYPE_BYTES
+from ..errors import UnsupportedError
 from ..kv.bytes import kv_report
 from ..kv.replay import STEP
 from ..registry.profile import Profile
@@ -77,6 +78,12 @@ class FastPeak:
 
         kind = basis_for(profile, self.routes).kind
         self._worst = None if kind == MEASURED else kind
+        # a peak the estimator reports as unknown here (prefill_peak raises for every request): so does this
+        from .basis import no_bound_reason
+        from .ops.recurrent import unverified_peak
+
+        self._unknown = unverified_peak(profile, self.routes) or (no_bound_reason(profile, self.routes)
+                                                                  if self._worst else None)
         # no line holds for: CUDA (graph-commit boundaries move with kL), chunked attention (rows cycle with
         # kL), a ``bound`` basis's worst-case items (peak/basis.py). A ``derived`` basis on Metal is the op
         # model over a longer window: its positions are lines too (``_sums``).
@@ -107,6 +114,8 @@ class FastPeak:
     def _peak(self, new_tokens: int, chunk: int, cached: int) -> int:
         if new_tokens <= 0:
             return 0
+        if self._unknown:
+            raise UnsupportedError(self._unknown)
         if _TILED_VERSION[0] != self._tiled_gen:  # a tiled kernel was (un)registered: recompute
             self._lines.clear()
             self._exact.cache_clear()
@@ -144,6 +153,8 @@ class FastPeak:
         the exact model of that history, which does not always grow with ``kv_len``)."""
         if n <= 0:
             return 0
+        if self._unknown:
+            raise UnsupportedError(self._unknown)
         kv = kv_len if kv_len > n else n
         cached = kv - n
         if _TILED_VERSION[0] != self._tiled_gen:
