@@ -33,8 +33,6 @@ class Estimator:
         self.profile = profile
         self._memo: dict = {}
         self._fast: dict = {}
-        self._short: dict = {}
-        self._short_len_memo: dict = {}
         self._held_memo: dict = {}
 
     # -- resident KV (exact) -----------------------------------------------------------------------
@@ -133,17 +131,6 @@ class Estimator:
         except (OmlxProfilesError, ArithmeticError):
             return None
         return held + peak
-
-    def _short_len(self, chunk: int) -> int:
-        """Prompts up to this length share one bound: past every sliding window / attention chunk by a
-        few prefill chunks, where the fast lines hold."""
-        n = self._short_len_memo.get(chunk)
-        if n is None:
-            spans = [e.window or 0 for lt in self.profile.layer_types.values() for e in lt.entries
-                     if e.kind == "sliding"] + [e.chunk or 0 for lt in self.profile.layer_types.values()
-                                                for e in lt.entries if e.kind == "chunked"]
-            n = self._short_len_memo[chunk] = -(-(max(spans + [0]) + 6 * chunk + 4 * STEP) // STEP) * STEP
-        return n
 
     def _held(self, cached: int, chunk: int, dtype: str | None) -> int:
         """The prefix's cache, as ``FastPeak`` subtracts it (so held + fast peak is the absolute bound)."""
