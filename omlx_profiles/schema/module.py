@@ -37,6 +37,8 @@ class Args(_Strict):
         description="optional: head_dim or hidden // heads; explicit: the head_dim field; "
                     "derived: hidden // heads (a config head_dim is ignored)")
     kv_from_heads: bool = Field(False, description="a missing/null num_key_value_heads becomes num_attention_heads")
+    mha: bool = Field(False, description="the module has no KV-head field: every attention head has its own K/V "
+                                         "(a config num_key_value_heads is ignored)")
     keys: dict[Literal["num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size",
                        "head_dim", "vocab_size", "intermediate_size", "max_position_embeddings"], Key] = Field(
         default_factory=dict, description="canonical name -> this module's config key (gpt2: n_layer, ...)")
