@@ -194,7 +194,7 @@ def _cache_spec(kr: KindRecipe, r: Reader, d, model_kv: int | None, model_hd: in
     if kr.cache in ("latent", "indexer", "none"):
         return {"kind": kr.cache}
     s: dict[str, Any] = {"kind": kr.cache}
-    if kr.num_kv_heads:
+    if kr.num_kv_heads and (kr.num_kv_heads_if is None or r.boolean(kr.num_kv_heads_if)):
         v, where = _first(r, kr.num_kv_heads)
         if v is not None and v != model_kv:
             s["num_kv_heads"] = v
@@ -265,4 +265,6 @@ def live_config(rec: ModuleRecipe) -> dict:
         if not (rec.args.mha and k == "num_key_value_heads"):
             cfg[rec.args.keys.get(k, k)] = copy.deepcopy(v)
     cfg.update(copy.deepcopy(rec.live.config))
+    if rec.text is not None:  # a wrapper: the tiny language model goes under its key
+        return {"model_type": rec.module, **copy.deepcopy(rec.live.top), rec.text.key: cfg}
     return cfg
