@@ -25,6 +25,9 @@ def register(sub) -> None:
     p.add_argument("--all", action="store_true", help="every recipe")
     p.add_argument("--quick", action="store_true", help="skip N=3000")
     p.add_argument("--json", action="store_true", help="results as JSON")
+    p.add_argument("--record", action="store_true",
+                   help="record the outcome in profiles/mlx_lm/LIVE_RESULTS.json (what coverage calls verified): "
+                        "passed modules are added, failed ones removed")
     p.set_defaults(func=run)
 
 
@@ -51,6 +54,24 @@ def run(args) -> int:
                   f"{res.seconds:.1f}s)")
             for p in res.problems[:10]:
                 print(f"  {p}")
+    if args.record:
+        _record(results)
     if args.json:
         print_json(results)
     return 0 if all(r["passed"] for r in results.values()) else 1
+
+
+def _record(results: dict) -> None:
+    import json
+
+    from ..mlxlm.recipes import recipes_dir
+    from ..outputs import write_output
+
+    path = recipes_dir() / "LIVE_RESULTS.json"
+    data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"mlx_lm": "0.32.2", "verified": []}
+    done = set(data.get("verified", []))
+    done |= {m for m, r in results.items() if r["passed"]}
+    done -= {m for m, r in results.items() if not r["passed"]}
+    data["verified"] = sorted(done)
+    write_output(path, json.dumps(data, indent=1) + "\n", suffixes=(".json",), replace=True, what="live results")
+    print(f"recorded {path}")
