@@ -51,7 +51,8 @@ NEVERUNDER_IDS = {"deepseek-v3-8l-16e": "deepseek-ai/DeepSeek-V3 (first 8 layers
                   "deepseek-v3.2-8l-16e": "deepseek-ai/DeepSeek-V3.2 (first 8 layers, 16 experts)",
                   "qwen3-next-80b-a3b-8l-64e": "Qwen/Qwen3-Next-80B-A3B-Thinking (first 8 layers, 64 experts)",
                   "deepseek-v3-12l-16e": "deepseek-ai/DeepSeek-V3 (first 12 layers, 16 experts)",
-                  "qwen3.5-27b-8l": "Qwen/Qwen3.5-27B (first 8 layers)"}
+                  "qwen3.5-27b-8l": "Qwen/Qwen3.5-27B (first 8 layers)",
+                  "kimi-k2-8l-16e": "moonshotai/Kimi-K2-Instruct dims (first 8 layers, 16 experts)"}
 HF_IDS = {
     "llama-3.1-8b": "meta-llama/Llama-3.1-8B",
     "gemma-3-4b-it": "google/gemma-3-4b-it",
@@ -233,7 +234,9 @@ NEVERUNDER_HEADER = [
     "#   qwen3-next-80b-a3b-8l-64e: 8 of 48 layers (6 gated-DeltaNet + 2 full attention), 64 of 512 experts (top-10);",
     "#   deepseek-v3-12l-16e: 12 of 61 layers (3 dense + 9 MoE), 16 of 256 experts (run 2);",
     "#   qwen3.5-27b-8l: 8 of 64 layers (6 gated-DeltaNet + 2 full attention; run 2, held out).",
-    "# Run 2 points (commits_*b/c.json) were predicted before measuring: results/neverunder2_predictions_before_run.json.",
+    "#   kimi-k2-8l-16e: Kimi-K2 dims (64 heads, 1 dense layer), 8 of 61 layers, 16 of 384 experts (run 3, held out).",
+    "# Run 2 / 3 points (commits_*b/c.json, commits_kimi.json) were predicted before measuring:",
+    "#   results/neverunder2_predictions_before_run.json, results/neverunder3_predictions_before_run.json.",
     "# The configs in benchmarks/cuda/configs/ are the cut ones; the estimator is checked on exactly those.",
     "# Traced prefill (probe_commits.py) after a 64-token warm-up, one repeat per point.",
 ]
@@ -293,7 +296,7 @@ def main():
     args = ap.parse_args()
     if args.neverunder:
         CALIB_NEVERUNDER.write_text(traced_calibration("commits_dsv3.json,commits_dsv32.json,commits_gdn.json,"
-                                                       "commits_dsv3b.json,commits_dsv3c.json,commits_gdnb.json",
+                                                       "commits_dsv3b.json,commits_dsv3c.json,commits_gdnb.json,commits_kimi.json",
                                                        NEVERUNDER_IDS, NEVERUNDER_HEADER))
         print("wrote", CALIB_NEVERUNDER.relative_to(ROOT))
         return
