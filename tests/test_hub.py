@@ -372,3 +372,24 @@ def test_fp8_checkpoint_is_counted_dequantized_never_under(hub, reg):
     w = estimate_weights(resolve_hub("Qwen/Qwen3-0.6B-FP8", registry=reg))
     assert w.bytes == 2 * f8 + other and w.bytes > stored
     assert not w.exact and "upper bound" in w.reason and w.bits == 16
+
+
+def test_cli_sentences_for_hub_failures(hub, monkeypatch):
+    from .conftest import run_cli
+
+    config = cfg("qwen3-0.6b")
+    publish(hub, "org/gated", config, llama_like(config, None)[:3], gated=True)
+    code, out, err = run_cli("estimate", "org/gated", "--tokens", "1k")
+    assert code == 2 and "gated repo" in err and "HF_TOKEN" in err
+    code, out, err = run_cli("estimate", "nobody/nothing", "--tokens", "1k")
+    assert code == 2 and "not on the Hub either" in err
+    code, out, err = run_cli("resolve", "Qwen/Qwen3-8B", "--revision", "nope")
+    assert code == 2 and "no such model repo" in err
+    hub.add("org/whisper", {"config.json": config_file({"model_type": "whisper", "d_model": 8})})
+    code, out, err = run_cli("estimate", "org/whisper", "--tokens", "1k")
+    assert code == 1 and err.startswith("unsupported") and "whisper" in err
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    code, out, err = run_cli("estimate", "org/elsewhere", "--tokens", "1k")
+    assert code == 2 and "cannot reach" in err
+    for e in (err,):
+        assert "Traceback" not in e and "internal error" not in e

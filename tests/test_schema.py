@@ -67,8 +67,9 @@ def test_schema_ids_are_stable_and_versioned():
     for name, s in schemas().items():
         assert s["$id"] == f"{ID_BASE}/v1/{name}"
         assert s["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    assert sorted(schemas()) == ["calibration.schema.json", "kernels.schema.json", "naming.schema.json",
-                                 "profile.schema.json", "sharding.schema.json"]
+    assert sorted(schemas()) == ["calibration.schema.json", "kernels.schema.json", "module-index.schema.json",
+                                 "module.schema.json", "naming.schema.json", "profile.schema.json",
+                                 "sharding.schema.json"]
 
 
 def test_schema_rejects_bool_for_int():
@@ -85,7 +86,7 @@ def test_schema_check_on_a_vendored_copy(cli, tmp_path):
     """A downstream repository vendors the schemas once and checks them in CI: clean, drifted, missing."""
     vend = tmp_path / "schema"
     code, out, _ = cli("schema", "--write", str(vend))
-    assert code == 0 and len(out.splitlines()) == 5
+    assert code == 0 and len(out.splitlines()) == 7
     assert sorted(p.name for p in (vend / "v1").iterdir()) == sorted(schemas())
     code, out, err = cli("schema", "--check", str(vend))
     assert (code, err) == (0, ""), err
@@ -94,7 +95,7 @@ def test_schema_check_on_a_vendored_copy(cli, tmp_path):
     code, _, err = cli("schema", "--check", str(vend))
     assert code == 1 and "v1/kernels.schema.json" in err and "profile.schema.json" not in err
     code, _, err = cli("schema", "--check", str(tmp_path / "nothing"))
-    assert code == 1 and err.count("is missing or differs") == 5
+    assert code == 1 and err.count("is missing or differs") == 7
     code, _, _ = cli("schema", "--check")  # the package's own committed copy
     assert code == 0
 

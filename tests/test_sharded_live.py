@@ -67,12 +67,21 @@ MODELS = {
                             num_experts=0, num_experts_per_tok=2, moe_intermediate_size=64,
                             shared_expert_intermediate_size=64, decoder_sparse_step=1, norm_topk_prob=True,
                             mlp_only_layers=[], partial_rotary_factor=0.25)),
+    # hybrid with tensor sharding (qwen3_5: gated DeltaNet states, conv1d and lm_head split; VLM wrapper)
+    "hybrid35": ("bf16", {"model_type": "qwen3_5", "tie_word_embeddings": False, "text_config": dict(
+        model_type="qwen3_5_text", num_hidden_layers=4, hidden_size=256, intermediate_size=256, vocab_size=512,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=64, attn_output_gate=True, full_attention_interval=4,
+        layer_types=["linear_attention"] * 3 + ["full_attention"], linear_num_key_heads=2, linear_num_value_heads=4,
+        linear_key_head_dim=32, linear_value_head_dim=32, linear_conv_kernel_dim=4, rms_norm_eps=1e-6,
+        max_position_embeddings=32768, tie_word_embeddings=False, mlp_only_layers=[],
+        rope_parameters={"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25,
+                         "mrope_section": [11, 11, 10], "mrope_interleaved": True})}),
 }
 # (case, model, parallel, pipeline split or None)
 CASES = [("dense-tensor", "dense", "tensor", None), ("dense-pipeline", "dense", "pipeline", None),
          ("moe-tensor", "moe", "tensor", None), ("moe-pipeline-3-1", "moe", "pipeline", (3, 1)),
          ("mla-tensor", "mla", "tensor", None), ("mla-pipeline", "mla", "pipeline", None),
-         ("hybrid-pipeline", "hybrid", "pipeline", None)]
+         ("hybrid-pipeline", "hybrid", "pipeline", None), ("hybrid35-tensor", "hybrid35", "tensor", None)]
 
 
 def _free_ports(n: int) -> list[int]:

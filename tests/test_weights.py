@@ -358,3 +358,42 @@ def test_weights_info_dict_keys():
     d = WeightsInfo(1, True, "x").as_dict()
     assert list(d) == ["bytes", "exact", "label", "source", "reason", "params", "bits", "group_size", "mode",
                        "files", "tensors", "directory"]
+
+
+def test_approximate_covers_a_mixed_precision_checkpoint():
+    """Issue 14: the approximate weights (parameter count x quantization) must not fall under the exact bytes of
+    the checkpoint it stands for. An MLX checkpoint with mlx-lm's mixed precision: experts at 4 bits, the MoE
+    router kept at 8 bits (a per-layer ``quantization`` override in config.json), norms in bf16. The profile
+    formula with the same parameter count: >= the header bytes."""
+    from types import SimpleNamespace
+
+    from omlx_profiles.estimate.weights import _from_profile
+
+    mx = pytest.importorskip("mlx.core")
+    import tempfile
+
+    h, E = 256, 64
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        arrays, params = {}, 0
+        for i, (o, n, bits) in enumerate([(512, h, 4), (h, 512, 4), (E, h, 8), (128, h, 4)]):
+            w = mx.random.normal((o, n)).astype(mx.bfloat16)
+            q, s, b = mx.quantize(w, group_size=64, bits=bits)
+            name = "model.layers.0.mlp.gate" if bits == 8 else f"model.layers.0.l{i}"
+            arrays.update({f"{name}.weight": q, f"{name}.scales": s, f"{name}.biases": b})
+            params += o * n
+        arrays["model.norm.weight"] = mx.ones((h,), dtype=mx.bfloat16)
+        params += h
+        mx.save_safetensors(str(d / "model.safetensors"), arrays)
+        (d / "config.json").write_text(json.dumps({"quantization": {
+            "group_size": 64, "bits": 4, "model.layers.0.mlp.gate": {"group_size": 64, "bits": 8}}}))
+        exact = read_checkpoint(d).nbytes
+    prof = SimpleNamespace(name="mixed", dtype="bf16", hidden_size=h, num_layers=1, vocab_size=None,
+                           tie_word_embeddings=None, moe=SimpleNamespace(num_experts=E, first_dense_layers=0),
+                           weights=SimpleNamespace(params=params, bytes=None, bits=None, embedding_params=None))
+    approx = _from_profile(prof, (Quantization(4, 64), "from config.json quantization"), explicit=False)
+    assert approx.bytes >= exact, (approx.bytes, exact)
+    assert "router" in approx.reason
+    # without the router term the formula would be under: the 8-bit gate costs more than 4-bit
+    no_router = Quantization(4, 64).nbytes(params - 3 * h, 2) + 3 * h * 2
+    assert no_router < exact

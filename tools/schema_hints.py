@@ -17,9 +17,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from omlx_profiles.registry.paths import data_file_kind  # noqa: E402
-from omlx_profiles.schema.export import CALIBRATION, KERNELS, NAMING, PROFILE, SHARDING, hint_line  # noqa: E402
+from omlx_profiles.schema.export import (CALIBRATION, KERNELS, MODULE, MODULE_INDEX, NAMING, PROFILE,  # noqa: E402
+                                         SHARDING, hint_line)
 
-SCHEMA_OF_KIND = {"family": PROFILE, "kernels": KERNELS, "calibration": CALIBRATION, "sharding": SHARDING, "naming": NAMING}
+SCHEMA_OF_KIND = {"family": PROFILE, "kernels": KERNELS, "calibration": CALIBRATION, "sharding": SHARDING, "naming": NAMING,
+                  "module": MODULE, "module_index": MODULE_INDEX}
 PREFIX = "# yaml-language-server:"
 
 

@@ -78,6 +78,8 @@ MODELS = {
     # with its first 8 layers (6 gated-DeltaNet + 2 full attention)
     "deepseek-v3-12l-16e": "deepseek-v3-12l-16e.json",
     "qwen3.5-27b-8l": "qwen3.5-27b-8l.json",
+    # run 3 (held out): Kimi-K2 dims (64 heads, 1 dense layer; mlx-lm runs kimi_k2 as deepseek_v3), 8 layers, 16 experts
+    "kimi-k2-8l-16e": "kimi-k2-8l-16e.json",
 }
 HELD_OUT = ["qwen3-32b", "mixtral-8x7b-v0.1", "phi-3-mini-4k-instruct", "qwen2.5-7b-instruct", "mistral-7b-v0.3"]
 DEFAULT_MODELS = [m for m in MODELS if m != "qwen3.5-27b" and m not in HELD_OUT]

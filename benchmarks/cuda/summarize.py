@@ -49,7 +49,10 @@ NEMOTRON_IDS = {"nemotron-h-56b-base-8k": "nvidia/Nemotron-H-56B-Base-8K"}
 CALIB_NEVERUNDER = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-neverunder.yaml"
 NEVERUNDER_IDS = {"deepseek-v3-8l-16e": "deepseek-ai/DeepSeek-V3 (first 8 layers, 16 experts)",
                   "deepseek-v3.2-8l-16e": "deepseek-ai/DeepSeek-V3.2 (first 8 layers, 16 experts)",
-                  "qwen3-next-80b-a3b-8l-64e": "Qwen/Qwen3-Next-80B-A3B-Thinking (first 8 layers, 64 experts)"}
+                  "qwen3-next-80b-a3b-8l-64e": "Qwen/Qwen3-Next-80B-A3B-Thinking (first 8 layers, 64 experts)",
+                  "deepseek-v3-12l-16e": "deepseek-ai/DeepSeek-V3 (first 12 layers, 16 experts)",
+                  "qwen3.5-27b-8l": "Qwen/Qwen3.5-27B (first 8 layers)",
+                  "kimi-k2-8l-16e": "moonshotai/Kimi-K2-Instruct dims (first 8 layers, 16 experts)"}
 HF_IDS = {
     "llama-3.1-8b": "meta-llama/Llama-3.1-8B",
     "gemma-3-4b-it": "google/gemma-3-4b-it",
@@ -228,7 +231,12 @@ NEVERUNDER_HEADER = [
     "# Issue 14 (session 4, run_neverunder.sh; predictions committed first: results/neverunder_predictions_before_run.json).",
     "# CUT TO FIT ONE H200: real attention widths, but only the first 8 layers and fewer routed experts:",
     "#   deepseek-v3-8l-16e / deepseek-v3.2-8l-16e: 8 of 61 layers (3 dense + 5 MoE), 16 of 256 routed experts (top-8);",
-    "#   qwen3-next-80b-a3b-8l-64e: 8 of 48 layers (6 gated-DeltaNet + 2 full attention), 64 of 512 experts (top-10).",
+    "#   qwen3-next-80b-a3b-8l-64e: 8 of 48 layers (6 gated-DeltaNet + 2 full attention), 64 of 512 experts (top-10);",
+    "#   deepseek-v3-12l-16e: 12 of 61 layers (3 dense + 9 MoE), 16 of 256 experts (run 2);",
+    "#   qwen3.5-27b-8l: 8 of 64 layers (6 gated-DeltaNet + 2 full attention; run 2, held out).",
+    "#   kimi-k2-8l-16e: Kimi-K2 dims (64 heads, 1 dense layer), 8 of 61 layers, 16 of 384 experts (run 3, held out).",
+    "# Run 2 / 3 points (commits_*b/c.json, commits_kimi.json) were predicted before measuring:",
+    "#   results/neverunder2_predictions_before_run.json, results/neverunder3_predictions_before_run.json.",
     "# The configs in benchmarks/cuda/configs/ are the cut ones; the estimator is checked on exactly those.",
     "# Traced prefill (probe_commits.py) after a 64-token warm-up, one repeat per point.",
 ]
@@ -287,7 +295,8 @@ def main():
     ap.add_argument("--neverunder", action="store_true")
     args = ap.parse_args()
     if args.neverunder:
-        CALIB_NEVERUNDER.write_text(traced_calibration("commits_dsv3.json,commits_dsv32.json,commits_gdn.json",
+        CALIB_NEVERUNDER.write_text(traced_calibration("commits_dsv3.json,commits_dsv32.json,commits_gdn.json,"
+                                                       "commits_dsv3b.json,commits_dsv3c.json,commits_gdnb.json,commits_kimi.json",
                                                        NEVERUNDER_IDS, NEVERUNDER_HEADER))
         print("wrote", CALIB_NEVERUNDER.relative_to(ROOT))
         return

@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 
 from ..registry.paths import schema_dir
-from ..schema.export import (CALIBRATION, KERNELS, NAMING, PROFILE, SCHEMA_VERSION, SHARDING, drifted, render, schemas,
+from ..schema.export import (CALIBRATION, KERNELS, MODULE, MODULE_INDEX, NAMING, PROFILE, SCHEMA_VERSION, SHARDING, drifted, render, schemas,
                               version_dir, write_schemas)
 
-_NAMES = {"profile": PROFILE, "kernels": KERNELS, "calibration": CALIBRATION, "sharding": SHARDING, "naming": NAMING}
+_NAMES = {"profile": PROFILE, "kernels": KERNELS, "calibration": CALIBRATION, "sharding": SHARDING, "naming": NAMING,
+          "module": MODULE, "module-index": MODULE_INDEX}
 
 
 def register(sub) -> None:

@@ -77,20 +77,27 @@ def survey() -> list[SurveyRow]:
     return rows
 
 
-def measured_from(rows: list[SurveyRow], exclude_family: str | None = None) -> dict[str, frozenset[str]]:
-    """Per backend: the union of the traits of every *clean* family (all its warm points at or above the
-    measured peak, one of them within ``BAND``), leaving out ``exclude_family``."""
+def clean_families(rows: list[SurveyRow], exclude_family: str | None = None) -> dict[tuple[str, str], list[SurveyRow]]:
+    """(backend, family) -> its warm points, for every *clean* family: all its warm points at or above the
+    measured peak, one of them within ``BAND``; ``exclude_family`` left out."""
     fams: dict[tuple[str, str], list[SurveyRow]] = {}
     for r in rows:
         if r.family != exclude_family:
             fams.setdefault((r.backend, r.family), []).append(r)
-    out: dict[str, set[str]] = {}
-    for (backend, _fam), rs in fams.items():
+    out = {}
+    for key, rs in fams.items():
         warm = [r for r in rs if not r.cold]
         if not warm or any(r.ratio is None or r.ratio < BAND[0] for r in warm):
             continue
-        if not any(BAND[0] <= r.ratio <= BAND[1] for r in warm):
-            continue
+        if any(BAND[0] <= r.ratio <= BAND[1] for r in warm):
+            out[key] = warm
+    return out
+
+
+def measured_from(rows: list[SurveyRow], exclude_family: str | None = None) -> dict[str, frozenset[str]]:
+    """Per backend: the union of the traits of every clean family (``clean_families``)."""
+    out: dict[str, set[str]] = {}
+    for (backend, _fam), warm in clean_families(rows, exclude_family).items():
         out.setdefault(backend, set()).update(*(r.traits for r in warm))
     return {b: frozenset(t) for b, t in out.items()}
 
@@ -100,10 +107,9 @@ def render_table(rows: list[SurveyRow]) -> str:
 
     table = measured_from(rows)
     fam_of: dict[tuple[str, str], set[str]] = {}
-    for r in rows:
-        for t in r.traits:
-            if t in table.get(r.backend, ()):
-                fam_of.setdefault((r.backend, t), set()).add(r.family)
+    for (backend, fam), warm in clean_families(rows).items():
+        for t in set().union(*(r.traits for r in warm)):
+            fam_of.setdefault((backend, t), set()).add(fam)
     doc = {"backends": {b: {"traits": {t: sorted(fam_of.get((b, t), ())) for t in sorted(ts)}}
                         for b, ts in sorted(table.items())},
            "cold_first_call_points": sorted(f"{b} {m} step {c} {t} tokens" for b, m, c, t in COLD_FIRST_CALL)}

@@ -32,7 +32,8 @@ from ..mlxlm.config import (LoadedConfig, Reader, load_config, module_for, read_
                                 shown, spec, text_config_key)
 from ..mlxlm.fold import build_layers
 from ..mlxlm.facts import MLX_LM_VERSION, SPECS
-from ..mlxlm.to_layers import RULES, WRAPPERS, Ctx, Draft, rule_deepseek_v3, rule_gemma3_text, rule_lfm2, \
+from ..mlxlm.recipes import reader_for, recipe, recipe_rule
+from ..mlxlm.to_layers import PLAIN, RULES, WRAPPERS, Ctx, Draft, rule_deepseek_v3, rule_gemma3_text, rule_lfm2, \
     rule_llama4, rule_llama_like, rule_qwen3_next, unsupported_reason, _info
 from ..registry.profile import Profile
 from ..registry.index import Registry, Resolution
@@ -161,6 +162,12 @@ def _text_reader(top: dict, module: str, model_type: str, label: str) -> tuple[R
         if module == "llama4":
             r = Reader(tc, label=label, prefix=prefix, spec=spec("llama4.TextArgs"), module="llama4")
             return r, rule_llama4, tmt, notes
+    rec = recipe(module) if (module not in RULES or module in PLAIN) and module not in WRAPPERS else None
+    if rec is not None:  # a module recipe (profiles/mlx_lm/<module>.yaml): data, no Python per module
+        key = text_config_key(top)
+        if key:
+            notes.append(f"{label}: has a {key}, but mlx-lm's {module}.py reads the top-level keys; so does this")
+        return reader_for(rec, top, label=label), recipe_rule(rec), None, notes
     if module in RULES and module in SPECS:
         key = text_config_key(top)
         if key:

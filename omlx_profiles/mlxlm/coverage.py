@@ -3,7 +3,9 @@
 Every model module of mlx-lm 0.32 (``data_mlxlm_model_types.MODULES``) and every model_type mlx-lm
 remaps onto one (``REMAPPING``) gets one row and one status:
 
-* **verified** - a registry variant is built by this module (``mlx_model_type``), so
+* **verified** - the module's recipe (``profiles/mlx_lm/<module>.yaml``) passed the live check of
+  ``tests/test_recipes_live.py`` (recorded in ``profiles/mlx_lm/LIVE_RESULTS.json``, which that test
+  keeps equal to its run); or a registry variant is built by this module (``mlx_model_type``), so
   ``tests/test_kv_live.py`` compares its estimate with the live mlx-lm model, per layer (every
   variant is in that test); or, for a model_type no variant uses directly, the family that claims it
   is verified through the module mlx-lm really builds (``mistral`` -> llama.py) or through a named
@@ -20,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .model_types import MLXLM_VERSION, MODULES, REMAPPING
+from .recipes import recipe_verified
 from ..registry.index import Registry
 
 #: model_types verified through a live test other than the per-variant one (model_type -> test).
@@ -71,8 +74,13 @@ def coverage_rows(reg: Registry) -> list[Row]:
     claimed = _families_by_type(reg)
     rows: list[Row] = []
 
+    live = recipe_verified()
+
     def status_of(model_type: str, module: str) -> tuple[str, str]:
         variants = sorted(by_module.get(module, ()))
+        if module in live and not variants:
+            return "verified", (f"module recipe profiles/mlx_lm/{module}.yaml, checked against the live mlx-lm "
+                                "model by tests/test_recipes_live.py")
         if model_type == module and variants:
             return "verified", ", ".join(variants)
         if model_type in LIVE_ROUTES and claimed.get(model_type):
@@ -111,8 +119,9 @@ def render_markdown(rows: list[Row]) -> str:
         f"model_types mlx-lm remaps onto them): **{counts['verified']} verified**, "
         f"{counts['not yet']} not yet, {counts['unsupported']} unsupported.",
         "",
-        "* **verified**: a profile variant is built by this module and `tests/test_kv_live.py` checks its "
-        "resident KV against the live mlx-lm model, per layer (the variants are listed).",
+        "* **verified**: a module recipe (`profiles/mlx_lm/<module>.yaml`) whose live check in "
+        "`tests/test_recipes_live.py` passed, or a profile variant built by this module that "
+        "`tests/test_kv_live.py` checks against the live mlx-lm model, per layer.",
         "* **not yet**: no profile; the cache layout a profile would have to declare is given.",
         "* **unsupported**: cannot be expressed by the profile schema or verified live here (why).",
         "",

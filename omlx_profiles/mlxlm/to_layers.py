@@ -541,7 +541,9 @@ WRAPPERS = ("gemma3", "mistral3", "qwen3_5", "qwen3_5_moe", "lfm2-vl", "llama4")
 
 
 def supported_modules() -> list[str]:
-    return sorted(set(RULES) | set(WRAPPERS))
+    from .recipes import recipes  # module recipes (data) extend the hand-written rules
+
+    return sorted(set(RULES) | set(WRAPPERS) | set(recipes()))
 
 
 def unsupported_reason(model_type: str, module: str) -> str:

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from ..errors import InputError, Issue, ProfileError
 from ..files import yaml_files
 from ..schema.calibration import CalibrationRunFile
-from ..schema.export import CALIBRATION, KERNELS, NAMING, PROFILE, SHARDING, version_dir
+from ..schema.export import CALIBRATION, KERNELS, MODULE, MODULE_INDEX, NAMING, PROFILE, SHARDING, version_dir
 from ..schema.kernels import KernelRoutesFile
 from .files import MAX_ISSUES_PER_FILE, LoadedFile, load_file, pydantic_issues
 from .index import build_registry, profile_files
@@ -62,13 +62,12 @@ def _cut(msg: str, n: int = 300) -> str:
 
 # what ``validate`` checks each kind of data file against: (Pydantic model, committed JSON Schema);
 # ``family`` files go through the loader and the registry instead. ``module`` (mlx_lm/<module>.yaml,
-# the mlx-lm module recipes the redesign plans) has no schema in this version: such a file gets the
-# safe-YAML checks only, and adding its model here is all it takes to check it fully; so does a
+# the mlx-lm module recipes, schema.module) and ``module_index`` (mlx_lm/index.yaml) are checked fully; a
 # ``derived`` table (calibration/measured_traits.yaml), which its generator's test keeps current.
-_KIND_NAMES = ("kernels", "calibration", "sharding", "naming", "module", "derived")
+_KIND_NAMES = ("kernels", "calibration", "sharding", "naming", "module", "module_index", "derived")
 _SUBDIRS = ("kernels", "mlx_lm", "naming")  # walked in a directory (calibration/<backend>/ as well)
 _WORD = {"kernels": "kernel-route", "calibration": "calibration", "sharding": "sharding-plan",
-         "naming": "naming-table", "module": "module", "derived": "derived-table"}
+         "naming": "naming-table", "module": "module", "module_index": "module-index", "derived": "derived-table"}
 
 
 def _kind_model(kind: str):
@@ -84,6 +83,14 @@ def _kind_model(kind: str):
         from .naming import NamingTable
 
         return NamingTable, NAMING
+    if kind == "module":
+        from ..schema.module import ModuleRecipe
+
+        return ModuleRecipe, MODULE
+    if kind == "module_index":
+        from ..schema.module import ModuleIndex
+
+        return ModuleIndex, MODULE_INDEX
     return None, None
 
 
@@ -96,7 +103,11 @@ def expand(paths: list[Path]) -> tuple[dict[str, list[Path]], list[Issue]]:
         try:
             p = Path(p)
             if p.is_dir():
-                fam = yaml_files(p)  # *.yaml / *.yml in any case; non-regular entries: reported
+                fam, other = [], 0
+                for f in yaml_files(p):  # *.yaml / *.yml in any case; non-regular entries: reported
+                    kind = data_file_kind(f)  # profiles/mlx_lm/ itself given: recipes, not family files
+                    (fam if kind == "family" else found[kind]).append(f)
+                    other += kind != "family"
                 found["family"] += fam
                 subs = [p / sub for sub in _SUBDIRS]
                 for d in subs:
@@ -107,7 +118,7 @@ def expand(paths: list[Path]) -> tuple[dict[str, list[Path]], list[Issue]]:
                 if cal.is_dir():
                     for d in sorted(x for x in cal.iterdir() if x.is_dir()):
                         found["calibration"] += yaml_files(d, "calibration directory")
-                if not fam and not cal.is_dir() and not any(d.is_dir() for d in subs):
+                if not fam and not other and not cal.is_dir() and not any(d.is_dir() for d in subs):
                     issues.append(Issue(_shown(p), None, "", "no profile files (*.yaml, *.yml) in this directory"))
             elif p.is_file():
                 found[data_file_kind(p)].append(p)

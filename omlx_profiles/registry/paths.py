@@ -39,7 +39,8 @@ def env_profile_dirs() -> list[Path]:
 def data_file_kind(path: Path) -> str:
     """What a data file under a profiles directory is, from where it sits (the layout ``profiles/`` uses):
     ``kernels/<backend>.yaml`` a kernel-route table, ``calibration/<backend>/*.yaml`` measured peaks,
-    ``mlx_lm/sharding.yaml`` the sharding plan, other ``mlx_lm/*.yaml`` mlx-lm module recipes,
+    ``mlx_lm/sharding.yaml`` the sharding plan, ``mlx_lm/index.yaml`` the module index, other
+    ``mlx_lm/*.yaml`` mlx-lm module recipes,
     ``naming/*.yaml`` the model-id naming table, ``calibration/*.yaml`` a table derived from the
     calibration files, anything else a family file."""
     p = Path(path)
@@ -50,7 +51,7 @@ def data_file_kind(path: Path) -> str:
     if p.parent.name == "calibration":
         return "derived"  # calibration/measured_traits.yaml: generated from the calibration files
     if p.parent.name == "mlx_lm":
-        return "sharding" if p.stem == "sharding" else "module"
+        return {"sharding": "sharding", "index": "module_index"}.get(p.stem, "module")
     if p.parent.name == "naming":
         return "naming"
     return "family"

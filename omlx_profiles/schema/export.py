@@ -28,9 +28,11 @@ ID_BASE = "https://omlx-profiles.invalid/schema"
 
 PROFILE, KERNELS, CALIBRATION = "profile.schema.json", "kernels.schema.json", "calibration.schema.json"
 SHARDING, NAMING = "sharding.schema.json", "naming.schema.json"
+MODULE, MODULE_INDEX = "module.schema.json", "module-index.schema.json"
 
 
 def _models() -> dict:
+    from .module import ModuleIndex, ModuleRecipe
     from .naming import NamingTable
     from .sharding import ShardingFile
 
@@ -40,6 +42,8 @@ def _models() -> dict:
         CALIBRATION: (CalibrationRunFile, "omlx-profiles measured prefill peaks (calibration file)"),
         SHARDING: (ShardingFile, "omlx-profiles mlx-lm sharding plan (tensor / pipeline, per module)"),
         NAMING: (NamingTable, "omlx-profiles model-id naming table"),
+        MODULE: (ModuleRecipe, "omlx-profiles mlx-lm module recipe (args, cache layout, live check)"),
+        MODULE_INDEX: (ModuleIndex, "omlx-profiles mlx-lm module index (remapping, every module's status)"),
     }
 
 

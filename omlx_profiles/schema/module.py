@@ -1,0 +1,182 @@
+"""Pydantic models of an mlx-lm *module recipe* (``profiles/mlx_lm/<module>.yaml``) and of the module
+index (``profiles/mlx_lm/index.yaml``).
+
+Why data: what mlx-lm 0.32 does with a config.json (which keys its args class requires, which
+defaults it fills, how ``make_cache`` lays caches over the layers) is knowledge about one module; a
+recipe holds it, two small interpreters read it (``mlxlm.recipes``: config -> per-layer caches, and
+recipe -> the tiny mlx-lm config the live check builds), and ``tests/test_recipes_live.py`` checks
+every recipe against the real mlx-lm model. Adding a type that fits these shapes needs no Python.
+
+A recipe names config *keys*, never numbers of a checkpoint: ``window: sliding_window`` means "the
+RotatingKVCache's max_size is the config's ``sliding_window``" (with the args class's default when the
+config has none).
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Key = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=80)]
+KindName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_*.-]+$", min_length=1, max_length=40)]
+Reason = Annotated[str, Field(min_length=3, max_length=600)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Args(_Strict):
+    """The module's args class as ``ModelArgs.from_dict`` sees a config."""
+
+    cls: str = Field(alias="class", description="'module.Class' of the args dataclass (messages, drift test)")
+    required: list[Key] = Field(default_factory=list, description="fields without a default: absent -> TypeError")
+    defaults: dict[Key, Any] = Field(default_factory=dict, description="defaults the args class fills")
+    head_dim: Literal["optional", "explicit", "derived"] = Field(
+        "optional",
+        description="optional: head_dim or hidden // heads; explicit: the head_dim field; "
+                    "derived: hidden // heads (a config head_dim is ignored)")
+    kv_from_heads: bool = Field(False, description="a missing/null num_key_value_heads becomes num_attention_heads")
+    keys: dict[Literal["num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size",
+                       "head_dim", "vocab_size", "intermediate_size", "max_position_embeddings"], Key] = Field(
+        default_factory=dict, description="canonical name -> this module's config key (gpt2: n_layer, ...)")
+
+
+class KindRecipe(_Strict):
+    """One layer kind: which cache class, and which config keys give its widths (default: the model's)."""
+
+    cache: Literal["full", "sliding", "chunked", "latent", "indexer", "none"]
+    window: Key | None = Field(None, description="sliding: the config key of RotatingKVCache max_size")
+    chunk: Key | None = Field(None, description="chunked: the config key of ChunkedKVCache chunk_size")
+    num_kv_heads: list[Key] | None = Field(
+        None, description="config keys tried in order for this kind's KV heads (first non-null wins)")
+    head_dim: list[Key] | None = Field(None, description="config keys tried in order for this kind's head width")
+
+    @model_validator(mode="after")
+    def _fields(self):
+        if (self.cache == "sliding") != (self.window is not None):
+            raise ValueError("'window' is given exactly for cache: sliding")
+        if (self.cache == "chunked") != (self.chunk is not None):
+            raise ValueError("'chunk' is given exactly for cache: chunked")
+        return self
+
+
+KindSpec = Union[KindRecipe, Annotated[list[KindRecipe], Field(min_length=2, max_length=4)]]
+
+
+class Modulo(_Strict):
+    """Layer i is ``kind`` iff ``i % period == residue`` (``last``: period - 1), else ``else``."""
+
+    period: Key | Annotated[int, Field(strict=True, gt=0)]
+    residue: Literal["last"] | Annotated[int, Field(strict=True, ge=0)] = "last"
+    kind: KindName
+    other: KindName = Field(alias="else")
+
+
+class LayerTypes(_Strict):
+    """Layer i's kind is ``map[layer_types[i]]`` (``else`` for other strings); missing -> ``default``."""
+
+    key: Key = "layer_types"
+    map: dict[str, KindName]
+    other: KindName | None = Field(None, alias="else")
+    default: Modulo | KindName = Field(description="layout when the config has no layer_types")
+
+
+class Chars(_Strict):
+    """A string pattern cycled over the layers (exaone4 'LLLG'): ``map[char]``, else ``else``; null -> ``none``."""
+
+    key: Key
+    map: dict[Annotated[str, Field(min_length=1, max_length=1)], KindName]
+    other: KindName = Field(alias="else")
+    none: KindName = Field(description="kind of every layer when the pattern is null/absent")
+
+
+class Layout(_Strict):
+    """How ``make_cache`` lays caches over the layers (exactly one shape)."""
+
+    count: Key = Field("num_hidden_layers", description="config key of the number of layers")
+    shared: Key | None = Field(
+        None, description="config key: that many LAST layers reuse an earlier layer's K/V and hold no cache entry")
+    uniform: KindName | None = None
+    modulo: Modulo | None = None
+    layer_types: LayerTypes | None = None
+    chars: Chars | None = None
+
+    @model_validator(mode="after")
+    def _one(self):
+        given = [n for n in ("uniform", "modulo", "layer_types", "chars") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one layout shape (uniform, modulo, layer_types, chars), got {given or 'none'}")
+        return self
+
+    def kind_names(self) -> set[str]:
+        out: set[str] = set()
+        for m in (self.modulo, self.layer_types.default if self.layer_types else None):
+            if isinstance(m, Modulo):
+                out |= {m.kind, m.other}
+            elif isinstance(m, str):
+                out.add(m)
+        if self.uniform:
+            out.add(self.uniform)
+        if self.layer_types:
+            out |= set(self.layer_types.map.values()) | ({self.layer_types.other} if self.layer_types.other else set())
+        if self.chars:
+            out |= set(self.chars.map.values()) | {self.chars.other, self.chars.none}
+        return out
+
+
+class Source(_Strict):
+    """A public config this recipe was checked against: where it was read (search-tool id), at which revision."""
+
+    model: str
+    where: str
+    revision: str | None = None
+    file: str | None = Field(None, description="tests/configs/<file> holding the config")
+
+
+class Live(_Strict):
+    """The live check: config keys over the generic tiny model (hidden 64, 4 heads, 2 KV heads, ...)."""
+
+    config: dict[Key, Any] = Field(default_factory=dict)
+    kv_bits: bool = Field(True, description="False: a cache kind has no to_quantized (or crashes), skip kv_bits runs")
+    long: bool = Field(True, description="run N=3000 (cheap enough on MLX CPU)")
+    dtype: Literal["bfloat16", "float32"] = "bfloat16"
+
+
+class ModuleRecipe(_Strict):
+    """``profiles/mlx_lm/<module>.yaml``: one mlx-lm module as data."""
+
+    module: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]
+    mlx_lm: str = Field(description="the mlx-lm version this recipe was read from and verified against")
+    args: Args
+    layout: Layout
+    kinds: dict[KindName, KindSpec] = Field(min_length=1)
+    mla: list[Key] | None = Field(None, description="config keys of the MLA ranks (latent/indexer kinds)")
+    ignores: dict[Key, Reason] = Field(default_factory=dict, description="config keys mlx-lm does not honour, and why")
+    live: Live = Field(default_factory=Live)
+    sources: list[Source] = Field(default_factory=list)
+    notes: list[Reason] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _kinds_known(self):
+        missing = sorted(self.layout.kind_names() - set(self.kinds))
+        if missing:
+            raise ValueError(f"layout names kinds {missing} that 'kinds' does not define")
+        lat = any((k.cache in ("latent", "indexer")) for v in self.kinds.values()
+                  for k in (v if isinstance(v, list) else [v]))
+        if lat and not self.mla:
+            raise ValueError("latent/indexer kinds need 'mla' (the config keys of the MLA ranks)")
+        return self
+
+
+class IndexEntry(_Strict):
+    status: Literal["recipe", "python", "unsupported", "not yet"]
+    reason: str | None = None
+
+
+class ModuleIndex(_Strict):
+    """``profiles/mlx_lm/index.yaml``: mlx-lm's remapping and every module's status."""
+
+    mlx_lm: str
+    remapping: dict[str, str]
+    modules: dict[str, IndexEntry]
