@@ -52,6 +52,77 @@ FORMULA = {
     "qwen3-next-80b-a3b-thinking": (24576, 0, 77266944),
     "qwen3.5-27b": (65536, 0, 153944064),
     "smollm3-3b": (36 * 2 * 4 * 128 * 2, 0, 0),  # hidden 2048 / 16 heads = 128
+    # added with the registry growth (issue 15): configs listed in tests/configs/SOURCES.tsv
+    "llama-3.1-70b": (80 * 2 * 8 * 128 * 2, 0, 0),
+    "llama-3.1-405b": (126 * 2 * 8 * 128 * 2, 0, 0),
+    "llama-3.3-70b-instruct": (80 * 2 * 8 * 128 * 2, 0, 0),
+    "llama-2-7b": (32 * 2 * 32 * 128 * 2, 0, 0),
+    "llama-2-13b": (40 * 2 * 40 * 128 * 2, 0, 0),
+    "llama-2-70b": (80 * 2 * 8 * 128 * 2, 0, 0),
+    "qwen2.5-1.5b": (28 * 2 * 2 * 128 * 2, 0, 0),
+    "qwen2.5-7b-base": (28 * 2 * 4 * 128 * 2, 0, 0),
+    "qwen2.5-32b": (64 * 2 * 8 * 128 * 2, 0, 0),
+    "qwen3-1.7b": (28 * 2 * 8 * 128 * 2, 0, 0),
+    "qwen3-235b-a22b": (94 * 2 * 4 * 128 * 2, 0, 0),
+    "qwen3-coder-480b-a35b-instruct": (62 * 2 * 8 * 128 * 2, 0, 0),
+    "qwen3.5-122b-a10b": (12 * 2 * 2 * 256 * 2, 0, 36 * ((4 - 1) * (2 * 16 * 128 + 64 * 128) * 2 + 64 * 128 * 128 * 4)),  # 12 full + 36 DeltaNet (bf16 conv + fp32 state)
+    "qwen3.5-397b-a17b": (15 * 2 * 2 * 256 * 2, 0, 45 * ((4 - 1) * (2 * 16 * 128 + 64 * 128) * 2 + 64 * 128 * 128 * 4)),  # 15 full + 45 DeltaNet (bf16 conv + fp32 state)
+    "qwen3.6-35b-a3b": (10 * 2 * 2 * 256 * 2, 0, 30 * ((4 - 1) * (2 * 16 * 128 + 32 * 128) * 2 + 32 * 128 * 128 * 4)),  # 10 full + 30 DeltaNet (bf16 conv + fp32 state)
+    "qwen3.5-35b-a3b": (10 * 2 * 2 * 256 * 2, 0, 30 * ((4 - 1) * (2 * 16 * 128 + 32 * 128) * 2 + 32 * 128 * 128 * 4)),  # 10 full + 30 DeltaNet (bf16 conv + fp32 state)
+    "deepseek-r1": (61 * (512 + 64) * 2, 0, 0),  # MLA latent
+    "deepseek-v3.1": (61 * (512 + 64) * 2, 0, 0),  # MLA latent
+    "deepseek-r1-distill-qwen-32b": (64 * 2 * 8 * 128 * 2, 0, 0),
+    "kimi-k2-instruct": (61 * (512 + 64) * 2, 0, 0),  # MLA latent
+    "kimi-k2-thinking": (61 * (512 + 64) * 2, 0, 0),  # MLA latent
+    "gpt-oss-120b": (18 * 2 * 8 * 64 * 2, 18 * 128 * 2 * 8 * 64 * 2, 0),  # 18 full + 18 sliding(128); bf16 assumed
+    "mixtral-8x22b-v0.1": (56 * 2 * 8 * 128 * 2, 0, 0),
+    "nemotron-3-nano-30b-a3b": (6 * 2 * 2 * 128 * 2, 0, 23 * ((4 - 1) * (64 * 64 + 2 * 8 * 128) * 2 + 64 * 64 * 128 * 4)),  # 6 attention + 23 Mamba-2 (bf16 conv + fp32 state)
+    "codellama-34b-instruct": (48 * 2 * 8 * 128 * 2, 0, 0),
+    "llama-3.1-70b-instruct": (80 * 2 * 8 * 128 * 2, 0, 0),
+    "mistral-7b-v0.1": (32 * 2 * 8 * 128 * 2, 0, 0),  # sliding_window 4096 ignored
+    "mistral-nemo-instruct-2407": (40 * 2 * 8 * 128 * 2, 0, 0),
+    "mixtral-8x22b-instruct-v0.1": (56 * 2 * 8 * 128 * 2, 0, 0),
+    "mixtral-8x7b-instruct-v0.1": (32 * 2 * 8 * 128 * 2, 0, 0),
+    "qwen2.5-1.5b-instruct": (28 * 2 * 2 * 128 * 2, 0, 0),
+    "qwen2.5-3b-instruct": (36 * 2 * 2 * 128 * 2, 0, 0),
+    "qwen3-14b": (40 * 2 * 8 * 128 * 2, 0, 0),
+    "yi-34b": (60 * 2 * 8 * 128 * 2, 0, 0),
+    "tinyllama-1.1b-chat-v1.0": (22 * 2 * 4 * 64 * 2, 0, 0),
+    "phi-3.5-mini-instruct": (32 * 2 * 32 * 96 * 2, 0, 0),  # sliding_window 262144 ignored
+    "gemma-2-2b-it": (26 * 2 * 4 * 256 * 2, 0, 0),  # sliding_window 4096 ignored
+    "gemma-2-2b-jpn-it": (26 * 2 * 4 * 256 * 2, 0, 0),  # sliding_window 4096 ignored
+    "gemma-2-27b-it": (46 * 2 * 16 * 128 * 2, 0, 0),  # sliding_window 4096 ignored
+    "gemma-3-1b-it": (4 * 2 * 1 * 256 * 2, 22 * 512 * 2 * 1 * 256 * 2, 0),  # 4 full + 22 sliding(512)
+    "qwen2-0.5b-instruct": (24 * 2 * 2 * 64 * 2, 0, 0),
+    "qwen2-1.5b-instruct": (28 * 2 * 2 * 128 * 2, 0, 0),
+    "qwen2-7b-instruct": (28 * 2 * 4 * 128 * 2, 0, 0),
+    "smollm2-135m-instruct": (30 * 2 * 3 * 64 * 2, 0, 0),
+    "smollm2-360m-instruct": (32 * 2 * 5 * 64 * 2, 0, 0),
+    "phi-4-mini-instruct": (32 * 2 * 8 * 128 * 2, 0, 0),  # sliding_window 262144 ignored
+    "qwen2.5-32b-instruct": (64 * 2 * 8 * 128 * 2, 0, 0),
+    "phi-4": (40 * 2 * 10 * 128 * 2, 0, 0),
+    "qwen3.5-9b": (8 * 2 * 4 * 256 * 2, 0, 24 * ((4 - 1) * (2 * 16 * 128 + 32 * 128) * 2 + 32 * 128 * 128 * 4)),  # 8 full + 24 DeltaNet (bf16 conv + fp32 state)
+    "devstral-2-123b-instruct": (88 * 2 * 8 * 128 * 2, 0, 0),
+    "llama-3.2-3b-base": (28 * 2 * 8 * 128 * 2, 0, 0),
+    "qwen2.5-14b": (48 * 2 * 8 * 128 * 2, 0, 0),
+    "qwen2.5-3b": (36 * 2 * 2 * 128 * 2, 0, 0),
+    "qwen3-4b": (36 * 2 * 8 * 128 * 2, 0, 0),
+    "qwen3-4b-instruct-2507": (36 * 2 * 8 * 128 * 2, 0, 0),
+    "qwen3-4b-thinking-2507": (36 * 2 * 8 * 128 * 2, 0, 0),
+    "smollm2-1.7b-instruct": (24 * 2 * 32 * 64 * 2, 0, 0),
+    "llama-3-8b": (32 * 2 * 8 * 128 * 2, 0, 0),
+    "llama-3-70b": (80 * 2 * 8 * 128 * 2, 0, 0),
+    "cogito-v1-preview-qwen-14b": (48 * 2 * 8 * 128 * 2, 0, 0),
+    "nemotron-3-super-120b-a12b": (8 * 2 * 2 * 128 * 2, 0, 40 * ((4 - 1) * (128 * 64 + 2 * 8 * 128) * 2 + 128 * 64 * 128 * 4)),  # 8 attention + 40 Mamba-2 (bf16 conv + fp32 state)
+    "allam-7b-instruct-preview": (32 * 2 * 32 * 128 * 2, 0, 0),
+    "qwen3-embedding-8b": (36 * 2 * 8 * 128 * 2, 0, 0),
+    "qwen3-embedding-4b": (36 * 2 * 8 * 128 * 2, 0, 0),
+    "qwen3-embedding-0.6b": (28 * 2 * 8 * 128 * 2, 0, 0),
+    "codellama-7b": (32 * 2 * 32 * 128 * 2, 0, 0),
+    "tinyllama-1.1b-chat-v0.4": (22 * 2 * 4 * 64 * 4, 0, 0),  # float32 checkpoint: 4-byte cache
+    "smollm-135m-instruct": (30 * 2 * 3 * 64 * 2, 0, 0),
+    "smollm-360m-instruct": (32 * 2 * 5 * 64 * 2, 0, 0),
+    "smollm-1.7b-instruct": (24 * 2 * 32 * 64 * 2, 0, 0),
 }
 UNSUPPORTED = {"lfm2.5-vl-1.6b": "lfm2_vl"}  # mlx-lm 0.32.2 cannot import mlx_lm.models.lfm2_vl
 
