@@ -14,7 +14,8 @@ def test_every_committed_file_loads():
     files = calibration_files()
     assert files
     for p in files:
-        assert load_calibration(p).points
+        f = load_calibration(p)
+        assert f.points or f.sharded_points
 
 
 def test_a_good_file(tmp_path):
@@ -22,6 +23,29 @@ def test_a_good_file(tmp_path):
     p.write_text(GOOD)
     f = load_calibration(p)
     assert (f.backend, f.points[0].chunk, f.points[0].peak) == ("cpu", 256, 120)
+
+
+def test_a_rank_point_is_kept_apart(tmp_path):
+    """A point measured on one rank of a sharded model is never read as a whole-model point."""
+    p = tmp_path / "c.yaml"
+    p.write_text(GOOD + "  - model: b\n    profile: llama-3.2-1b-instruct\n    tokens: 1025\n    prefill_step_size: 256\n"
+                 "    peak_over_baseline: [50]\n    ranks: 2\n    rank: 1\n    parallel: tensor\n")
+    f = load_calibration(p)
+    assert [q.model for q in f.points] == ["a"]
+    assert [(q.model, q.shard["ranks"], q.shard["rank"], q.shard["parallel"]) for q in f.sharded_points] == \
+        [("b", 2, 1, "tensor")]
+
+
+@pytest.mark.parametrize("shard,msg", [
+    ("    ranks: 2\n", "needs ranks, rank and parallel together"),
+    ("    ranks: 2\n    rank: 2\n    parallel: tensor\n", "rank 2 is not in a group of 2"),
+    ("    ranks: 2\n    rank: 0\n    parallel: tensor\n    split: [1, 1]\n", "split is for parallel: pipeline"),
+])
+def test_a_bad_rank_point(tmp_path, shard, msg):
+    p = tmp_path / "c.yaml"
+    p.write_text(GOOD + shard)
+    with pytest.raises(OmlxProfilesError, match=msg):
+        load_calibration(p)
 
 
 @pytest.mark.parametrize("extra,where", [

@@ -88,7 +88,7 @@ YAML_EXPECT: dict[str, str] = {
     "count_octal.yaml": "num_layers",
     "count_sexagesimal.yaml": "num_layers",
     "count_string.yaml": "num_layers",
-    "count_too_many_layers.yaml": "less than or equal to 4096",
+    "count_too_many_layers.yaml": "less than or equal to 256",
     "count_yes.yaml": "num_kv_heads",
     "count_zero.yaml": "greater than 0",
     "crlf_tab.yaml": "YAML error",

@@ -91,9 +91,6 @@ def test_peak_grows_with_the_prompt(req, more):
     assert b.peak_bytes >= a.peak_bytes, (a.peak_bytes, b.peak_bytes)
 
 
-@pytest.mark.xfail(strict=True, reason="FastPeak is below prefill_peak for tiny chunks: llama-3.2-1b-instruct cpu, "
-                   "1025 new tokens, chunk 1: 33,756,929 vs 46,040,128 (peak/fast.py rounds the chunk up to 256 for "
-                   "its lines; reported to the omlx helper, /work/notes/neverunder-to-omlx.md)")
 @SETTINGS
 @given(requests)
 def test_fast_path_is_never_below_the_exact_path(req):
@@ -109,9 +106,6 @@ def test_fast_path_is_never_below_the_exact_path(req):
     assert f >= exact.peak_bytes, (f, exact.peak_bytes)
 
 
-@pytest.mark.xfail(strict=True, reason="with a derived basis on Metal the fast path's lines are below the exact "
-                   "replay: gpt-oss-20b metal, 1281 new tokens, chunk 256: 967,874,301 vs 993,799,509 (reported to "
-                   "the omlx helper, /work/notes/neverunder-to-omlx.md)")
 @SETTINGS
 @given(st.sampled_from(NAMES), st.sampled_from(BACKENDS), st.integers(257, 3000), st.integers(1, 16).map(lambda k: 256 * k))
 def test_fast_path_matches_exact_for_chunks_of_whole_steps(name, backend, new, chunk):

@@ -89,7 +89,10 @@ def run(args) -> int:
     print(f"wrote {path}")
     for s in out:
         if s.max_tokens is not None and args.budget is not None:
-            if s.max_tokens >= args.max_tokens:
+            if s.max_context and s.max_tokens > s.max_context:  # never a verdict past the model's context
+                print(f"  {s.label}: fits up to the model's context, {s.max_context:,} tokens (max_context), in "
+                      f"{format_bytes(args.budget)}; memory alone would allow {s.max_tokens:,}")
+            elif s.max_tokens >= args.max_tokens:
                 print(f"  {s.label}: fits over the whole range (at least {args.max_tokens:,} tokens) in "
                       f"{format_bytes(args.budget)}")
             elif s.max_tokens:

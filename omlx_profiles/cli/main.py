@@ -15,7 +15,8 @@ from .. import __version__
 from ..errors import InputError, OmlxProfilesError, ProfileError, UnknownModelError, UnsupportedError, terminal_safe
 
 # Each name is a module cmd_<name>.py exposing register(subparsers).
-COMMANDS = ("estimate", "fit", "chart", "resolve", "validate", "extract", "calibrate", "coverage", "schema")
+COMMANDS = ("estimate", "fit", "chart", "resolve", "validate", "extract", "calibrate", "coverage", "schema",
+            "verify_module")
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 

@@ -150,12 +150,12 @@ def weights_label(est: dict) -> str:
 
 
 def weights_note(w: dict) -> str:
-    if w.get("reason"):
-        return w["reason"]
     if w.get("exact") and w.get("files"):
         n = w["files"]
         return (f"exact, from the safetensors headers of {w.get('directory')} ({n} file{'s' if n != 1 else ''}, "
-                f"{w.get('tensors')} tensors)")
+                f"{w.get('tensors')} tensors)" + (f"; {w['reason']}" if w.get("reason") else ""))
+    if w.get("reason"):
+        return w["reason"]
     return ("exact, " if w.get("exact") else "") + str(w.get("source"))
 
 
@@ -238,6 +238,8 @@ def estimate_rows(est: dict) -> list[list[object] | None]:
 
 def verdict(est: dict) -> str | None:
     fits = est.get("fits")
+    if est.get("past_context"):
+        return f"verdict: PAST THE MODEL'S CONTEXT - {est['past_context']}"
     if est.get("budget_bytes") is None:
         return None
     if fits is None:
@@ -297,12 +299,14 @@ def render_fit(fit: dict) -> str:
         return "\n".join(out)
     out.append(f"longest context that fits: {tokens(mt)} tokens")
     if fit.get("max_context") and mt >= fit["max_context"]:
-        out.append(f"  (the model's max_context is {tokens(fit['max_context'])}: memory is not what limits it)")
+        more = fit.get("memory_max_tokens")
+        out.append(f"  (the model's max_context is {tokens(fit['max_context'])}: memory is not what limits it"
+                   + (f"; memory alone would allow {tokens(more)})" if more and more > mt else ")"))
     out.append("")
     out.append(table(estimate_rows({**at, "budget_bytes": None}), [f"at {mt:,} tokens", "size", "bytes", "share"],
                      "lrrr"))
     nxt = fit.get("next")
-    if nxt:
+    if nxt and fit.get("limited_by") != "max_context":
         out.append("")
         out.append(f"  one step more ({tokens(nxt['tokens'])} tokens) needs {format_bytes(nxt['total_bytes'])} "
                    f"> {format_bytes(fit['usable_bytes'])} usable")

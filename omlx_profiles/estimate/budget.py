@@ -27,6 +27,7 @@ bare arithmetic, or a larger value when other programs share the machine.
 from __future__ import annotations
 
 from ..errors import InputError
+from ..units import MAX_BYTES
 from ..validation import check_count
 
 RESERVE_FIXED = 512 * 1024**2
@@ -35,13 +36,13 @@ RESERVE_FRACTION_PERCENT = 5
 
 def default_reserve(budget: int) -> int:
     """``512 MiB + 5%`` of ``budget`` (see the module docstring for why), never more than the budget."""
-    check_count("budget", budget, minimum=0)
+    check_count("budget", budget, minimum=0, maximum=MAX_BYTES)
     return min(budget, RESERVE_FIXED + budget * RESERVE_FRACTION_PERCENT // 100)
 
 
 def resolve_reserve(budget: int, reserve: int | None = None) -> int:
     """``reserve`` as given (a non-negative count), else the default for ``budget``."""
-    return default_reserve(budget) if reserve is None else check_count("reserve", reserve, minimum=0)
+    return default_reserve(budget) if reserve is None else check_count("reserve", reserve, minimum=0, maximum=MAX_BYTES)
 
 
 def usable(budget: int, reserve: int | None = None) -> int:

@@ -45,6 +45,8 @@ class CalibrationPoint:
     profile_id: str | None
     dtype: str | None
     raw: dict = field(repr=False, compare=False)
+    # one rank of a sharded model (mlx.distributed): {"ranks", "rank", "parallel", "split"}; None for a whole model
+    shard: dict | None = None
 
     @property
     def peak(self) -> int:
@@ -61,6 +63,9 @@ class CalibrationFile:
     dtype: str | None
     source: str | None
     points: tuple[CalibrationPoint, ...]
+    # the points measured on one rank of a sharded model: kept apart, because a rank holds a slice of the
+    # model and the whole-model checks (and the peak-basis survey) must never read one as the whole
+    sharded_points: tuple[CalibrationPoint, ...] = ()
 
 
 def calibration_dir() -> Path:
@@ -97,8 +102,11 @@ def load_calibration(path: Path | str) -> CalibrationFile:
         profile_id=p.profile,
         dtype=_norm_dtype(p.dtype if p.dtype is not None else f.dtype),
         raw=data["points"][i],
+        shard=None if p.ranks is None else {"ranks": p.ranks, "rank": p.rank, "parallel": p.parallel,
+                                            "split": tuple(p.split) if p.split else None},
     ) for i, p in enumerate(f.points))
-    return CalibrationFile(str(path), f.backend, f.device, f.mlx, _norm_dtype(f.dtype), f.source, pts)
+    return CalibrationFile(str(path), f.backend, f.device, f.mlx, _norm_dtype(f.dtype), f.source,
+                           tuple(p for p in pts if p.shard is None), tuple(p for p in pts if p.shard is not None))
 
 
 def calibration_files(backend: str | None = None) -> list[Path]:

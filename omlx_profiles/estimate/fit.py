@@ -103,13 +103,19 @@ def compute_fit(res, req: FitRequest, budget: int, weights, reserve: int) -> dic
         return {**base, "max_tokens": None, "limited_by": "memory", "at_max": at0, "next": None,
                 "reason": f"even a {req.cached + 1}-token prompt needs {format_bytes(at0.get('total_bytes'))} "
                           f"(weights {format_bytes(weights.bytes)}) > {format_bytes(budget - reserve)} usable"}
+    memory_mt = mt
+    if max_ctx and mt > max_ctx:  # the headline never passes the model's context; memory's answer is kept
+        mt = max_ctx
     at = estimate_at(res, mt, req, weights, budget, reserve)
     nxt = estimate_at(res, mt + STEP, req, weights, budget, reserve)
-    return {**base, "max_tokens": mt,
-            "limited_by": "max_context" if (max_ctx and mt >= max_ctx) else "memory",
+    return {**base, "max_tokens": mt, "memory_max_tokens": memory_mt,
+            "limited_by": "max_context" if (max_ctx and memory_mt >= max_ctx) else "memory",
             "at_max": at,
             "next": {"tokens": mt + STEP, "total_bytes": nxt.get("total_bytes"), "fits": nxt.get("fits")},
             "reason": None}
+
+
+POINT_LAYERS = 160 * 40  # chart points x layers per model (the default 160 points up to 40 layers)
 
 
 def series_for(res, weights, req: FitRequest, *, points: int, max_tokens: int, budget: int | None,
@@ -125,7 +131,9 @@ def series_for(res, weights, req: FitRequest, *, points: int, max_tokens: int, b
         raise InputError(f"weights of {res.query!r} are unknown ({weights.reason}); the chart needs them: "
                          "pass --weights SIZE if you know it")
     est = Estimator(res.profile)
-    n = points
+    # each point replays the prompt over every layer: the point count shrinks with depth so that a chart
+    # costs about the same for a 256-layer model as for a 36-layer one (160 points), never below 24
+    n = min(points, max(24, POINT_LAYERS // max(1, len(res.profile.layer_names))))
     top = max_tokens
     lo = req.cached + 1
     xs = sorted({max(lo, (top * i // n) // STEP * STEP) for i in range(1, n + 1)} | {lo, top})

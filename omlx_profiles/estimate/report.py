@@ -109,6 +109,8 @@ def peak_section(res: Resolution, opts: EstimateOptions) -> dict:
     total = None if (peak is None or weights is None) else weights + (held or 0) + peak
     out["total_bytes"] = total
     out["budget_bytes"] = opts.budget
+    past = past_context(res.profile, opts.tokens)
+    out["past_context"] = past
     if opts.budget is not None:
         from .budget import resolve_reserve
 
@@ -118,12 +120,24 @@ def peak_section(res: Resolution, opts: EstimateOptions) -> dict:
         out["usable_bytes"] = usable
         out["fits"] = None if total is None else total <= usable
         out["headroom_bytes"] = None if total is None else usable - total
+        if past:
+            out["fits"] = False  # memory is not the only limit: mlx-lm would run it past what the model knows
     else:
         out["reserve_bytes"] = opts.reserve
         out["usable_bytes"] = None
         out["fits"] = None
         out["headroom_bytes"] = None
     return out
+
+
+def past_context(profile, tokens: int) -> str | None:
+    """Why ``tokens`` is past the model's context (``max_context``: max_position_embeddings, times a
+    YaRN factor where the config has one), or ``None``. One rule for every verdict the CLI prints."""
+    mc = getattr(profile, "max_context", None)
+    if mc and tokens > mc:
+        return (f"{tokens:,} tokens is past the model's context of {mc:,} (max_context): the memory numbers "
+                "are computed, but the model was not trained for this length")
+    return None
 
 
 def _weights(res: Resolution, opts: EstimateOptions) -> int | None:

@@ -33,6 +33,7 @@ local directory's ``config.json`` ``quantization``; the model id (``mlx-communit
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,7 +41,7 @@ from ..dtypes import DTYPE_BYTES
 from ..errors import InputError
 from ..quantization import MODE_DEFAULTS, QUANT_BITS, Quantization
 from ..quantization import read as read_quantization
-from .safetensors import CheckpointHeaders, SafetensorsError, read_checkpoint, weight_files
+from .safetensors import INDEX_NAME, CheckpointHeaders, SafetensorsError, read_checkpoint, weight_files
 
 GIVEN = "given by the user"  # ``source`` of a size the caller states (the CLI's --weights)
 MAX_CONFIG_BYTES = 10_000_000
@@ -111,7 +112,7 @@ def estimate_weights(resolution, bits: int | None = None, model_dir=None, *, gro
     if d is not None:
         config = _read_config(d)
         config_q = config_quantization(config, str(d / "config.json")) if config else None
-        if weight_files(d):
+        if weight_files(d) or os.path.lexists(d / INDEX_NAME):  # an index without its shards is said, not skipped
             return _converted_on_load(config, bits) or _from_checkpoint(read_checkpoint(d), bits, group_size, config_q,
                                                                          profile, config)
     remote = getattr(resolution, "checkpoint", None)  # hub.RemoteCheckpoint: headers read by range request
@@ -371,7 +372,7 @@ def _from_checkpoint(ck: CheckpointHeaders, bits, group_size, config_q: Quantiza
             return WeightsInfo(ck.nbytes, True, "safetensors headers", f"mixed per layer: {mixed}", params=None,
                                bits=None, group_size=None, mode="mixed", files=n_files, tensors=ck.tensor_count,
                                directory=str(ck.directory), stored_dtypes=ck.dtypes())
-        return WeightsInfo(ck.nbytes, True, "safetensors headers", None,
+        return WeightsInfo(ck.nbytes, True, "safetensors headers", _implausible(ck.nbytes, profile),
                            params=None if quantized_ck else _count_params(ck),
                            bits=q.bits if q else stored_bits, group_size=q.group_size if q else None,
                            mode=q.mode if q else None, files=n_files, tensors=ck.tensor_count,
@@ -404,6 +405,29 @@ def _from_checkpoint(ck: CheckpointHeaders, bits, group_size, config_q: Quantiza
                        "(every 2-D+ '.weight' whose last dimension divides by the group size; the rest as stored)",
                        params=_count_params(ck), bits=q.bits, group_size=q.group_size,
                        mode=q.mode if q.quantized else None, files=n_files, tensors=ck.tensor_count)
+
+
+def plausible_floor(profile) -> int | None:
+    """Fewest bytes a checkpoint of this shape can hold: every layer has at least one hidden x hidden
+    projection and the model an embedding (vocab x hidden), all at 2 bits (the smallest MLX quantization),
+    halved for slack. ``None`` when the profile lacks the dimensions."""
+    h, n, v = profile.hidden_size, profile.num_layers, profile.vocab_size
+    if not h or not n:
+        return None
+    return (n * h * h + (v or 0) * h) * 2 // 8 // 2
+
+
+def _implausible(nbytes: int, profile) -> str | None:
+    """A note (not an error: the headers are what they are) when "exact" bytes are far too few for the
+    profile's shape: shards missing without an index, a stub file, or the wrong directory."""
+    floor = plausible_floor(profile)
+    if floor is None or nbytes >= floor:
+        return None
+    from ..units import format_bytes
+
+    return (f"implausibly small: {format_bytes(nbytes)} for "
+            f"{profile.num_layers} layers of width {profile.hidden_size} (at 2 bits such a model holds at least "
+            f"{format_bytes(2 * floor)}); are weight files missing, or is this another model's directory?")
 
 
 def _stored_float_bits(ck: CheckpointHeaders) -> int | None:

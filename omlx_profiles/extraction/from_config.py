@@ -167,7 +167,21 @@ def _text_reader(top: dict, module: str, model_type: str, label: str) -> tuple[R
         key = text_config_key(top)
         if key:
             notes.append(f"{label}: has a {key}, but mlx-lm's {module}.py reads the top-level keys; so does this")
-        return reader_for(rec, top, label=label), recipe_rule(rec), None, notes
+        if rec.text is None:
+            return reader_for(rec, top, label=label), recipe_rule(rec), None, notes
+        missing = sorted(k for k in rec.text.wrapper_required if k not in top)
+        tk = rec.text.key
+        if tk not in top and not rec.text.optional:
+            missing.append(tk)
+        if missing:
+            raise UnsupportedError(f"unsupported: model_type {shown(model_type)}: {label} lacks {missing}, which "
+                                   f"mlx-lm's {module}.ModelArgs requires")
+        tc = top.get(tk, top) if rec.text.optional else top[tk]
+        if not isinstance(tc, dict):
+            raise InputError(f"{label}: {tk} must be an object, got {type(tc).__name__}")
+        prefix = f"{tk}." if tc is not top else ""
+        tmt = tc.get("model_type") if isinstance(tc.get("model_type"), str) and tc is not top else None
+        return reader_for(rec, tc, label=label, prefix=prefix), recipe_rule(rec), tmt, notes
     if module in RULES and module in SPECS:
         key = text_config_key(top)
         if key:

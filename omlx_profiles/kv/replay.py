@@ -17,6 +17,8 @@ step, then the last token alone); ``direct`` is one ``model(prompt)`` call.
 """
 from __future__ import annotations
 
+from itertools import groupby
+
 STEP = 256
 SCHEDULES = ("generate", "direct")
 
@@ -49,15 +51,34 @@ def _ceil_step(n: int) -> int:
     return -(-n // STEP) * STEP
 
 
-def kv_capacity(calls: list[int]) -> int:
-    """Rows of a ``KVCache`` after the calls (``keys.shape[2]``)."""
-    cap = off = 0
-    for s in calls:
+def runs(calls: list[int]) -> list[tuple[int, int]]:
+    """``calls`` as ``(size, count)`` runs: a prompt is ``[chunk] * k + [rest, 1]``, so a handful of runs
+    stand for up to a million calls (a small prefill step under a long cached prefix)."""
+    return [(s, len(list(g))) for s, g in groupby(calls)]
+
+
+def kv_advance(cap: int, off: int, s: int, k: int) -> tuple[int, int]:
+    """``(capacity, offset)`` of a ``KVCache`` after ``k`` calls of ``s`` tokens: the calls that fit in the
+    capacity are skipped in one step, only the growing ones are replayed (exact, same rule as below)."""
+    while k > 0:
         if cap == 0 or off + s > cap:
             if cap and off % STEP:
                 cap = off
             cap += _ceil_step(s)
-        off += s
+            off += s
+            k -= 1
+            continue
+        m = min(k, (cap - off) // s)
+        off += m * s
+        k -= m
+    return cap, off
+
+
+def kv_capacity(calls: list[int]) -> int:
+    """Rows of a ``KVCache`` after the calls (``keys.shape[2]``)."""
+    cap = off = 0
+    for s, k in runs(calls):
+        cap, off = kv_advance(cap, off, s, k)
     return cap
 
 
@@ -105,11 +126,28 @@ class RotatingState:
         self.idx += 1
         self.offset += 1
 
+    def advance(self, s: int, k: int) -> None:
+        """``k`` calls of ``s`` tokens. Once the buffer is full its state repeats (multi-token calls: the
+        same rows every call; one-token calls: the write index cycles over ``keep+1 .. window``), so the
+        rest of the run is one step (exact: the same states as calling ``call`` k times)."""
+        w = self.window
+        while k > 0:
+            if s > 1 and self.rows and self.idx == self.rows and self.rows_during(s) == self.rows:
+                self.offset += s * k
+                return
+            if s == 1 and self.rows == w and self.offset >= w and self.keep < self.idx <= w:
+                period = w - self.keep
+                self.idx = self.keep + 1 + (self.idx - self.keep - 1 + k) % period
+                self.offset += k
+                return
+            self.call(s)
+            k -= 1
+
 
 def rotating_rows(calls: list[int], window: int, keep: int = 0) -> int:
     st = RotatingState(window, keep)
-    for s in calls:
-        st.call(s)
+    for s, k in runs(calls):
+        st.advance(s, k)
     return st.rows
 
 

@@ -111,8 +111,12 @@ def reader_for(rec: ModuleRecipe, data: dict, *, label: str, prefix: str = "") -
     for canon, key in rec.args.keys.items():
         if key in defaults and canon not in defaults:
             defaults[canon] = defaults[key]
-    spec = ArgsSpec(spec.cls, spec.required, defaults, spec.head_dim, spec.kv_from_heads)
-    return Reader(canonical_view(rec, data), label=label, prefix=prefix, spec=spec, module=rec.module)
+    view = canonical_view(rec, data)
+    if rec.args.mha:  # no KV-head field in the args class: K/V per attention head
+        view = {k: v for k, v in view.items() if k != "num_key_value_heads"}
+        defaults["num_key_value_heads"] = None
+    spec = ArgsSpec(spec.cls, spec.required, defaults, spec.head_dim, spec.kv_from_heads or rec.args.mha)
+    return Reader(view, label=label, prefix=prefix, spec=spec, module=rec.module)
 
 
 def _modulo_kinds(m: Modulo, n: int, r: Reader) -> tuple[list[str], str]:
@@ -190,7 +194,7 @@ def _cache_spec(kr: KindRecipe, r: Reader, d, model_kv: int | None, model_hd: in
     if kr.cache in ("latent", "indexer", "none"):
         return {"kind": kr.cache}
     s: dict[str, Any] = {"kind": kr.cache}
-    if kr.num_kv_heads:
+    if kr.num_kv_heads and (kr.num_kv_heads_if is None or r.boolean(kr.num_kv_heads_if)):
         v, where = _first(r, kr.num_kv_heads)
         if v is not None and v != model_kv:
             s["num_kv_heads"] = v
@@ -258,6 +262,9 @@ def live_config(rec: ModuleRecipe) -> dict:
     recipe's ``live.config`` on top, ``model_type`` = the module."""
     cfg: dict[str, Any] = {"model_type": rec.module}
     for k, v in TINY.items():
-        cfg[rec.args.keys.get(k, k)] = copy.deepcopy(v)
+        if not (rec.args.mha and k == "num_key_value_heads"):
+            cfg[rec.args.keys.get(k, k)] = copy.deepcopy(v)
     cfg.update(copy.deepcopy(rec.live.config))
+    if rec.text is not None:  # a wrapper: the tiny language model goes under its key
+        return {"model_type": rec.module, **copy.deepcopy(rec.live.top), rec.text.key: cfg}
     return cfg

@@ -28,7 +28,7 @@ from .layers import dense_layer, embedding_items, layer_items, logits_items
 from .ops.items import CallContext, Item
 from .ops.recurrent import state_snapshot_bytes, unverified_peak
 from .ops.traits import ARRAY_MASK_FAMILIES
-from .replay import EntryState, calls_of, entry_bytes, fill_prefix
+from .replay import KV_SCALED_KINDS, EntryState, calls_of, entry_bytes, fill_prefix, scale_up
 
 # How many calls of a long prompt are evaluated: the peak call is always among the last ones (the held
 # cache and every kL-dependent term only grow), plus the first (nothing held yet, but the longest chunk).
@@ -142,7 +142,7 @@ def _validate_profile(p: Profile) -> None:
 def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", mlx_version: str | None = None,
                  dtype: str | None = None, nax: bool = False, routes: KernelRoutes | None = None,
                  all_calls: bool = False, measured: frozenset[str] | None = None,
-                 apply_basis: bool = True) -> Breakdown:
+                 apply_basis: bool = True, kv_scale: float = 1.0) -> Breakdown:
     """The prefill peak of ``request`` on ``backend`` (see the module doc). ``dtype`` overrides the
     profile's activation dtype (an MoE model on MLX's CPU backend runs in fp32). ``all_calls`` evaluates
     every call instead of the first and the last few.
@@ -151,8 +151,17 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
     backend, the peak is the larger of the op model and its worst case (``CallContext.bound``: attention
     unfused in fp32, no donation, the whole run-ahead window). ``measured`` replaces the table of measured
     traits (the leave-one-family-out test); ``apply_basis=False`` returns the op model alone (what the
-    calibration tests compare with the measured peaks)."""
+    calibration tests compare with the measured peaks).
+
+    ``kv_scale``: the full-attention caches' stored bytes per activation-width byte (the oMLX facade's MLA
+    ``kv_bytes_per_token``, DSA's extra caches, a cache stored wider than the activations); it scales what
+    those caches hold and add, not the copies a growing cache makes while it runs (kept at the activation
+    width: the safe side)."""
     from .basis import MEASURED, basis_for, no_bound_reason
+
+    if isinstance(kv_scale, bool) or not isinstance(kv_scale, (int, float)) or not (0 < kv_scale < float("inf")):
+        raise InputError(f"kv_scale must be a positive finite number, got {kv_scale!r}")
+    kv_scale = float(kv_scale)
 
     _validate_profile(profile)
     kr = routes or KernelRoutes.for_backend(backend, mlx_version)
@@ -160,12 +169,12 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
     if why:
         raise UnsupportedError(why)
     b = basis_for(profile, kr, measured)
-    bd = _prefill_peak(profile, request, kr, dtype, nax, all_calls)
+    bd = _prefill_peak(profile, request, kr, dtype, nax, all_calls, kv_scale=kv_scale)
     if b.kind != MEASURED and apply_basis:
         why = no_bound_reason(profile, kr)
         if why:
             raise UnsupportedError(why)
-        worst = _prefill_peak(profile, request, kr, dtype, nax, all_calls, worst=b.kind)
+        worst = _prefill_peak(profile, request, kr, dtype, nax, all_calls, worst=b.kind, kv_scale=kv_scale)
         if worst.peak_bytes > bd.peak_bytes:
             bd = worst
     return replace(bd, peak_basis=b.kind, basis=b.as_dict(),
@@ -202,7 +211,7 @@ def _basis_line(b) -> str:
 
 
 def _prefill_peak(p: Profile, request: Request, kr: KernelRoutes, dtype: str | None, nax: bool, all_calls: bool, *,
-                  worst: str | None = None) -> Breakdown:
+                  worst: str | None = None, kv_scale: float = 1.0) -> Breakdown:
     """The op model's peak (``worst`` None), or its ``derived`` / ``bound`` worst case (peak/basis.py)."""
     dt, act = _activation_dtype(p, dtype)
     _, tiled = tiled_state()
@@ -220,13 +229,17 @@ def _prefill_peak(p: Profile, request: Request, kr: KernelRoutes, dtype: str | N
         counts[n] = counts.get(n, 0) + 1
 
     def held(started: bool, q_prev: int) -> tuple[int, int]:
-        kv = snap = 0
+        kv = snap = scaled = 0
         for name, sts in states.items():
             for st in sts:
-                kv += counts[name] * entry_bytes(st.e, st.rows(), act, st.off > 0)
+                b = counts[name] * entry_bytes(st.e, st.rows(), act, st.off > 0)
+                if st.e.kind in KV_SCALED_KINDS:
+                    scaled += b
+                else:
+                    kv += b
                 if st.e.kind == "state" and st.off > 0 and q_prev > 1:
                     snap += counts[name] * state_snapshot_bytes(p, types[name], st.e, q_prev, act)
-        return kv, snap
+        return kv + scale_up(scaled, kv_scale), snap
 
     offset = fill_prefix(states, prefix_calls)
     prefix_held, prefix_snap = held(True, 0)  # the last prefix call was 1 token: no conv view left
@@ -241,7 +254,7 @@ def _prefill_peak(p: Profile, request: Request, kr: KernelRoutes, dtype: str | N
         kv_before, snap_before = held(True, q_prev)
         steps = {name: tuple(st.step(s) for st in sts) for name, sts in states.items()}
         if ci in wanted:
-            growth = 0
+            growth = growth_scaled = 0
             for name, sts in states.items():
                 for st, stp in zip(sts, steps[name]):
                     e = st.e
@@ -249,7 +262,11 @@ def _prefill_peak(p: Profile, request: Request, kr: KernelRoutes, dtype: str | N
                         add = e.state_bytes(act) if stp.old_rows == 0 else 0
                     else:
                         add = max(0, stp.new_rows - stp.old_rows) * e.row_elements * act
-                    growth += counts[name] * add
+                    if e.kind in KV_SCALED_KINDS:
+                        growth_scaled += counts[name] * add
+                    else:
+                        growth += counts[name] * add
+            growth += scale_up(growth_scaled, kv_scale)
             cp = _call_peak(p, ci, s, offset, steps, kr, tiled, dt, act, nax, window, last=(ci == n_calls - 1),
                             kv_before=kv_before, snap_before=snap_before, growth=growth,
                             direct=request.schedule == "direct", worst=worst)

