@@ -78,3 +78,24 @@ def test_rank_points_within_band():
         if not BAND[0] <= r <= BAND[1]:
             out.append(f"{pt.model} {pt.tokens} rank {pt.shard['rank']}: {r:.2f}")
     assert not out, f"{len(out)} rank points outside {BAND}: " + "; ".join(out)
+
+
+@pytest.mark.parametrize("f,pt", POINTS)
+def test_rank_weights_never_under(f, pt):
+    """Without safetensors headers a rank's weights are the whole model's split by parameter share; the
+    tensors ``shard()`` leaves whole on every rank (norms, router) must not be averaged away (they were:
+    Qwen3-30B-A3B ranks 12.8 MB under the measured parameters)."""
+    from omlx_profiles.estimate.weights import estimate_weights
+
+    prof = profile_for_point(pt)
+    s = pt.shard
+    spec = ShardSpec(s["ranks"], s["parallel"], s["split"])
+    from omlx_profiles import load_registry
+
+    # the run's random bf16 weights at the registry checkpoint's parameter count
+    whole = estimate_weights(load_registry().resolve(pt.raw["hf_id"]), bits=16)
+    w = rank_weights(prof, spec, rank_profiles(prof, spec), whole=whole)[s["rank"]]
+    measured = pt.raw["weights_bytes"]
+    assert measured and w.bytes is not None
+    assert w.bytes >= measured, f"{pt.model} rank {s['rank']}: {w.bytes} under {measured}"
+    assert w.bytes <= measured * 1.02

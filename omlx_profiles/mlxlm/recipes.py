@@ -257,6 +257,10 @@ TINY: dict[str, Any] = {
 }
 
 
+#: the head width the live check writes into a config whose recipe derives or optionally reads head_dim
+HEAD_DIM_PROBE = 64
+
+
 def live_config(rec: ModuleRecipe) -> dict:
     """The tiny config of ``rec``'s live check: generic tiny dims under the module's key names, the
     recipe's ``live.config`` on top, ``model_type`` = the module."""
@@ -265,6 +269,11 @@ def live_config(rec: ModuleRecipe) -> dict:
         if not (rec.args.mha and k == "num_key_value_heads"):
             cfg[rec.args.keys.get(k, k)] = copy.deepcopy(v)
     cfg.update(copy.deepcopy(rec.live.config))
+    hd_key = rec.args.keys.get("head_dim", "head_dim")
+    if rec.args.head_dim != "explicit" and hd_key not in cfg:
+        # A head_dim unlike hidden // heads (128 // 4 = 32; 64 keeps kv_bits groups of 32 and 64 whole), so the live check tells "optional" (mlx-lm uses
+        # it) from "derived" (mlx-lm ignores it): a wrong rule is a wrong KV width, not a passing test.
+        cfg[hd_key] = HEAD_DIM_PROBE
     if rec.text is not None:  # a wrapper: the tiny language model goes under its key
         return {"model_type": rec.module, **copy.deepcopy(rec.live.top), rec.text.key: cfg}
     return cfg

@@ -68,7 +68,12 @@ def rank_weights(profile, spec: ShardSpec, views: list[RankView], *, checkpoint=
 
 
 def _shared_bytes(profile, whole) -> int:
-    """Embedding (+ untied head) bytes, at the whole model's average bytes per parameter."""
+    """Bytes every rank holds whole: embedding (+ untied head) at the whole model's average bytes per
+    parameter, plus the small tensors ``shard()`` leaves unsplit in every layer -- norms (input, post-attention,
+    q/k: at most 4 x hidden) and the MoE router (experts x hidden) -- at 4 bytes each. Those are fp32 at
+    most and mlx-lm keeps them out of the 4-bit groups, so averaging them into the split part put a rank
+    ~13 MB under the measured weights on Qwen3-30B-A3B (two H200s, issue 17); counted whole on every rank,
+    for every layer, they can only be over."""
     w = getattr(profile, "weights", None)
     params = getattr(w, "embedding_params", None)
     if not params and profile.vocab_size and profile.hidden_size:
@@ -76,8 +81,13 @@ def _shared_bytes(profile, whole) -> int:
     params = params or 0
     total, total_params = getattr(whole, "bytes", None), getattr(whole, "params", None)
     if total and total_params:
-        return -(-params * total // total_params)
-    return params * DTYPE_BYTES.get(profile.dtype, 2)
+        embed = -(-params * total // total_params)
+    else:
+        embed = params * DTYPE_BYTES.get(profile.dtype, 2)
+    hidden = profile.hidden_size or 0
+    experts = getattr(getattr(profile, "moe", None), "num_experts", 0) or 0
+    small = profile.num_layers * (4 * hidden + experts * hidden) + hidden
+    return embed + 4 * small
 
 
 def comm_bytes(view: RankView, spec: ShardSpec, q_len: int, hidden: int | None, act: int) -> int:
