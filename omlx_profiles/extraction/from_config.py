@@ -34,7 +34,8 @@ from ..mlxlm.fold import build_layers
 from ..mlxlm.facts import MLX_LM_VERSION, SPECS
 from ..mlxlm.recipes import reader_for, recipe, recipe_rule
 from ..mlxlm.to_layers import PLAIN, RULES, WRAPPERS, Ctx, Draft, rule_deepseek_v3, rule_gemma3_text, rule_lfm2, \
-    rule_llama4, rule_llama_like, rule_qwen3_next, unsupported_reason, _info
+    rule_llama4, rule_llama_like, rule_qwen3_next, _info
+from ..mlxlm.support import unsupported_reason
 from ..registry.profile import Profile
 from ..registry.index import Registry, Resolution
 from ..schema.family import CompleteVariant

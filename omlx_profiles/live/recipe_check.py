@@ -74,6 +74,26 @@ def _compare(profile, live: list[dict], dtype: str, n: int, schedule: str, quant
     return len(layers), bad
 
 
+def _build_probed(rec):
+    """The tiny model, with the head-dim probe (``recipes.HEAD_DIM_PROBE``) where mlx-lm runs with it.
+
+    Some modules read ``head_dim`` but reshape attention's output to ``hidden_size`` (exaone), so they only
+    run when head_dim == hidden // heads; for them the rule cannot matter and the check runs without it."""
+    for probe in (True, False):
+        cfg = live_config(rec, probe_head_dim=probe)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # CPU gather_mm promotes MoE models to float32 (said in build_model)
+            model = build_model(cfg, rec.live.dtype)
+        if not probe:
+            return model, cfg
+        try:
+            run_schedule(model, 1, "direct", prefill_step=STEP)
+            return model, cfg
+        except Exception:  # noqa: BLE001 - mlx-lm's own shapes refuse head_dim != hidden // heads
+            continue
+    raise AssertionError("unreachable")
+
+
 def check_module(module: str, *, long: bool | None = None) -> CheckResult:
     """Build ``module``'s tiny live model and compare every layer's resident bytes with the recipe's."""
     rec = recipe(module)
@@ -81,10 +101,7 @@ def check_module(module: str, *, long: bool | None = None) -> CheckResult:
         raise UnsupportedError(f"unsupported: no module recipe profiles/mlx_lm/{module}.yaml")
     t0 = time.monotonic()
     res = CheckResult(module, False)
-    cfg = live_config(rec)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # CPU gather_mm promotes MoE models to float32 (said in build_model)
-        model = build_model(cfg, rec.live.dtype)
+    model, cfg = _build_probed(rec)
     dt = DTYPE_NAME[model.omlx_build_info.dtype]
     profile = extract_config(cfg, source=f"{module} live config", dtype=dt).profile()
     plan = [("generate", n) for n in NS] + [("direct", n) for n in NS]

@@ -23,6 +23,7 @@ from ..registry.paths import builtin_profiles_dir
 from ..registry.yaml_safe import load_yaml_file
 from ..schema.module import Chars, KindRecipe, LayerTypes, Modulo, ModuleIndex, ModuleRecipe
 from .config import MAX_LAYERS, Reader, shown
+from . import to_layers as tl  # the shared readers (heads, head dim, MLA ranks)
 from .facts import ArgsSpec
 
 #: files of profiles/mlx_lm/ that are not module recipes
@@ -216,8 +217,6 @@ def _cache_spec(kr: KindRecipe, r: Reader, d, model_kv: int | None, model_hd: in
 
 def recipe_rule(rec: ModuleRecipe) -> Callable:
     """An extraction rule (``Ctx -> None``, see ``to_layers``) that reads the config by ``rec``."""
-    from . import to_layers as tl  # the shared readers (heads, head dim, MLA ranks)
-
     def rule(c) -> None:
         r, d = c.r, c.d
         names, why = layer_kind_names(rec, r)
@@ -261,7 +260,7 @@ TINY: dict[str, Any] = {
 HEAD_DIM_PROBE = 64
 
 
-def live_config(rec: ModuleRecipe) -> dict:
+def live_config(rec: ModuleRecipe, *, probe_head_dim: bool = True) -> dict:
     """The tiny config of ``rec``'s live check: generic tiny dims under the module's key names, the
     recipe's ``live.config`` on top, ``model_type`` = the module."""
     cfg: dict[str, Any] = {"model_type": rec.module}
@@ -270,7 +269,7 @@ def live_config(rec: ModuleRecipe) -> dict:
             cfg[rec.args.keys.get(k, k)] = copy.deepcopy(v)
     cfg.update(copy.deepcopy(rec.live.config))
     hd_key = rec.args.keys.get("head_dim", "head_dim")
-    if rec.args.head_dim != "explicit" and hd_key not in cfg:
+    if probe_head_dim and rec.args.head_dim != "explicit" and hd_key not in cfg:
         # A head_dim unlike hidden // heads (128 // 4 = 32; 64 keeps kv_bits groups of 32 and 64 whole), so the live check tells "optional" (mlx-lm uses
         # it) from "derived" (mlx-lm ignores it): a wrong rule is a wrong KV width, not a passing test.
         cfg[hd_key] = HEAD_DIM_PROBE

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from ..errors import InputError, UnsupportedError
 from .config import MAX_DIM, MAX_LAYERS, Reader, shown, spec
-from .facts import KNOWN_UNMODELLED, MLX_LM_VERSION
+from .facts import MLX_LM_VERSION
 
 
 @dataclass
@@ -538,22 +538,3 @@ RULES: dict[str, Callable[[Ctx], None]] = {
 
 #: wrapper module -> how to find the text model: (args spec of the inner class, rule, injected defaults)
 WRAPPERS = ("gemma3", "mistral3", "qwen3_5", "qwen3_5_moe", "lfm2-vl", "llama4")
-
-
-def supported_modules() -> list[str]:
-    from .recipes import recipes  # module recipes (data) extend the hand-written rules
-
-    return sorted(set(RULES) | set(WRAPPERS) | set(recipes()))
-
-
-def unsupported_reason(model_type: str, module: str) -> str:
-    if module in KNOWN_UNMODELLED:
-        why = KNOWN_UNMODELLED[module]
-    elif model_type == "lfm2_vl":
-        why = ("mlx-lm 0.32.2 has no module mlx_lm.models.lfm2_vl (its file is lfm2-vl.py, with a dash), so "
-               "mlx_lm.load raises 'Model type lfm2_vl not supported'; a config saying model_type 'lfm2-vl' works")
-    else:
-        why = ("no cache-layout rule for this mlx-lm module yet (supported: "
-               + ", ".join(supported_modules()) + ")")
-    what = shown(model_type) if model_type == module else f"{shown(model_type)} (mlx-lm module {shown(module)})"
-    return f"unsupported: model_type {what}: {why}"

@@ -1,0 +1,29 @@
+"""Which mlx-lm modules extraction can read, and the sentence for one it cannot.
+
+Apart from ``to_layers`` (the hand-written rules) and ``recipes`` (the data-driven ones) because it needs
+both: the recipes reuse to_layers' readers, so neither may import the other back.
+"""
+from __future__ import annotations
+
+from .config import shown
+from .facts import KNOWN_UNMODELLED
+from .recipes import recipes
+from .to_layers import RULES, WRAPPERS
+
+
+def supported_modules() -> list[str]:
+    """Modules with a hand-written rule, a wrapper reader, or a module recipe (profiles/mlx_lm/)."""
+    return sorted(set(RULES) | set(WRAPPERS) | set(recipes()))
+
+
+def unsupported_reason(model_type: str, module: str) -> str:
+    if module in KNOWN_UNMODELLED:
+        why = KNOWN_UNMODELLED[module]
+    elif model_type == "lfm2_vl":
+        why = ("mlx-lm 0.32.2 has no module mlx_lm.models.lfm2_vl (its file is lfm2-vl.py, with a dash), so "
+               "mlx_lm.load raises 'Model type lfm2_vl not supported'; a config saying model_type 'lfm2-vl' works")
+    else:
+        why = ("no cache-layout rule for this mlx-lm module yet (supported: "
+               + ", ".join(supported_modules()) + ")")
+    what = shown(model_type) if model_type == module else f"{shown(model_type)} (mlx-lm module {shown(module)})"
+    return f"unsupported: model_type {what}: {why}"
