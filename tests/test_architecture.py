@@ -13,14 +13,20 @@ tests/test_imports.py checks the runtime side (estimating loads no heavy module)
 """
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
-from importlinter import cli
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_import_contracts_hold(capsys):
-    code = cli.lint_imports(config_filename=str(REPO / "pyproject.toml"), no_cache=True)
-    out = capsys.readouterr().out
-    assert code == 0, out
+def test_import_contracts_hold():
+    # In a child process: import-linter configures logging with dictConfig, which disables every logger
+    # that already exists in this process (the oMLX facade's log assertions then see nothing).
+    pytest.importorskip("importlinter")
+    r = subprocess.run([sys.executable, "-c", "import sys; from importlinter import cli; "
+                        f"sys.exit(cli.lint_imports(config_filename={str(REPO / 'pyproject.toml')!r}, no_cache=True))"],
+                       cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr

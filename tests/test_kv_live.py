@@ -293,7 +293,13 @@ def test_cli_estimate_equals_live_model(name, cli):
         code, out, err = cli("estimate", name, "--tokens", str(n), "--json")
         assert code == 0, err
         est = json.loads(out)
-        if dt == "bf16":
+        # the default is the profile's dtype (fp32 for a checkpoint stored in float32, e.g. TinyLlama v0.4)
+        assert est["kv_bytes"] == formula(p, n, p.dtype), (name, n)
+        if dt == "bf16" and p.dtype != "bf16":
+            code, out16, err = cli("estimate", name, "--tokens", str(n), "--json", "--dtype", "bf16")
+            assert code == 0, err
+            assert json.loads(out16)["kv_bytes"] == live, (name, n)
+        elif dt == "bf16":
             assert est["kv_bytes"] == live, (name, n)
         else:
             # gather_mm forced float32 (mixtral, gpt-oss): the fp32 estimate must match the live model,
