@@ -79,8 +79,14 @@ def test_peak_grows_with_the_prompt(req, more):
     true of mlx-lm in general, and the estimate follows mlx-lm: with a 256-token prefix and chunk 1, ONE new
     token is a single call that grows the KVCache by a step AND computes the logits (Llama-3.2-1B, cpu: 10.86
     MB), while TWO new tokens grow the cache in the first call (no logits) and compute the logits in the
-    second, without growth (9.82 MB)."""
+    second, without growth (9.82 MB).
+
+    Not on CUDA: there the live set follows MLX's graph commits, whose boundaries move with the length, so a
+    longer prompt can peak a few KB lower (DeepSeek-V3, chunk 1280: 1,107 new tokens 5,442,604,660 B, 1,281
+    new tokens 5,442,594,816 B). That is MLX's behaviour, which the replay follows; it is why the oMLX facade
+    and ``Estimator.fits`` answer CUDA from the exact replay of the request, never from a shared bound."""
     name, backend, new, chunk, cached = req
+    assume(backend != "cuda")
     chunk, cached, new = -(-chunk // 256) * 256, cached // 256 * 256, max(new, 2)
     assume((cached + new + more) // chunk <= MAX_CALLS)
     a = _peak(name, backend, new, chunk, cached)
