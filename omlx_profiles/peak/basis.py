@@ -63,7 +63,6 @@ _FAMILY_TRAITS = (
     ("moe_bias", T.MOE_BIAS_FAMILIES),
     ("array_mask", T.ARRAY_MASK_FAMILIES),
 )
-EXPANDED_MLA_FAMILIES = {"deepseek_v2", "minicpm3", "youtu_llm"}
 
 
 def compute_traits(p: Profile, routes: KernelRoutes) -> frozenset[str]:
@@ -85,7 +84,7 @@ def compute_traits(p: Profile, routes: KernelRoutes) -> frozenset[str]:
             elif e.kind == "indexer":
                 out.add("attention:dsa_indexer")
             elif e.kind in ("full", "sliding", "chunked"):
-                if p.mla is not None and fam in EXPANDED_MLA_FAMILIES:
+                if p.mla is not None and fam in T.EXPANDED_MLA_FAMILIES:
                     out.add("attention:expanded_mla")
                 out.add(f"cache:{e.kind}")
                 n_q = p.num_heads or e.n_kv

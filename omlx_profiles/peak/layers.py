@@ -8,7 +8,7 @@ from .ops.items import CallContext, EntryStep, Item, fast_op
 from .ops.mla import mla_expanded_items, mla_latent_items
 from .ops.mlp import mlp_items
 from .ops.recurrent import linear_attention_items
-from .ops.traits import SANDWICH_NORM_FAMILIES
+from .ops.traits import EXPANDED_MLA_FAMILIES, SANDWICH_NORM_FAMILIES
 
 
 def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: CallContext, *, cache_only: bool,
@@ -25,7 +25,7 @@ def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: Ca
         items = mla_latent_items(p, lt.entries, steps, ctx, cache_only=cache_only)
     elif kinds[0] in ("full", "sliding", "chunked"):
         e = lt.entries[0]
-        if p.mla is not None and p.mlx_model_type in ("deepseek_v2", "minicpm3", "youtu_llm"):
+        if p.mla is not None and p.mlx_model_type in EXPANDED_MLA_FAMILIES:
             items = mla_expanded_items(p, e, steps[0], ctx, cache_only=cache_only)
         else:
             items = attention_items(p, e, steps[0], ctx, cache_only=cache_only)

@@ -39,3 +39,5 @@ CONV_VIEW_FAMILIES = {"nemotron_h", "mamba2", "falcon_h1", "granitemoehybrid", "
 MOE_BIAS_FAMILIES = {"gpt_oss"}
 # Families whose attention always builds a bool array mask (create_attention_mask(return_array=True)).
 ARRAY_MASK_FAMILIES = {"deepseek_v3", "deepseek_v32", "glm4_moe_lite", "kimi_k25", "kimi_linear", "gemma2"}
+#: expanded MLA: the latent is decompressed into per-head keys / values before attention (and cached so)
+EXPANDED_MLA_FAMILIES = {"deepseek_v2", "minicpm3", "youtu_llm"}
