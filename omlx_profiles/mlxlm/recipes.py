@@ -21,7 +21,8 @@ from pydantic import ValidationError
 from ..errors import InputError, ProfileError, UnsupportedError
 from ..registry.paths import builtin_profiles_dir
 from ..registry.yaml_safe import load_yaml_file
-from ..schema.module import Chars, KindRecipe, LayerTypes, Modulo, ModuleIndex, ModuleRecipe
+from ..schema.formula import evaluate, keys as formula_keys
+from ..schema.module import Chars, Cycle, Indices, KindRecipe, LayerTypes, Modulo, ModuleIndex, ModuleRecipe
 from .config import MAX_LAYERS, Reader, shown
 from . import to_layers as tl  # the shared readers (heads, head dim, MLA ranks)
 from .facts import ArgsSpec
@@ -122,9 +123,24 @@ def reader_for(rec: ModuleRecipe, data: dict, *, label: str, prefix: str = "") -
 
 def _modulo_kinds(m: Modulo, n: int, r: Reader) -> tuple[list[str], str]:
     p = m.period if isinstance(m.period, int) else r.int(m.period)
-    res = p - 1 if m.residue == "last" else m.residue
+    if m.residue == "last":
+        res = p - 1
+    else:
+        res = evaluate(m.residue, lambda k: _key_int(r, k))
+        if res is None:
+            raise UnsupportedError(f"unsupported: model_type {shown(r.module)}: the layer rule needs "
+                                   f"{', '.join(r.prefix + k for k in formula_keys(m.residue))}, and the config "
+                                   "gives none")
     src = str(p) if isinstance(m.period, int) else f"{r.where(m.period)}"
-    return [m.kind if i % p == res else m.other for i in range(n)], f"layer i is {m.kind} iff i % {p} == {res} ({src})"
+    if m.below is not None and n <= res:
+        return [m.below] * n, f"{n} layers <= {res}: every layer {m.below}"
+    kinds = [m.kind if i % p == res else m.other for i in range(n)]
+    why = f"layer i is {m.kind} iff i % {p} == {res} ({src})"
+    if m.tail is not None:
+        cut = n // p * p
+        kinds = kinds[:cut] + [m.tail] * (n - cut)
+        why += f"; layers {cut}.. (after the last whole group of {p}) are {m.tail}"
+    return kinds, why
 
 
 def _layer_types_kinds(lt: LayerTypes, n: int, r: Reader, module: str) -> tuple[list[str], str]:
@@ -133,7 +149,12 @@ def _layer_types_kinds(lt: LayerTypes, n: int, r: Reader, module: str) -> tuple[
         if isinstance(lt.default, Modulo):
             kinds, why = _modulo_kinds(lt.default, n, r)
             return kinds, f"no {lt.key}: {module}.ModelArgs default, {why}"
+        if lt.default is None:
+            raise UnsupportedError(f"unsupported: model_type {shown(module)}: the config has no {r.prefix}{lt.key}, "
+                                   f"and mlx-lm's {r.spec.cls} has no default layout (it fails)")
         return [lt.default] * n, f"no {lt.key}: every layer {lt.default}"
+    if lt.length:
+        n = len(types)
     if len(types) < n:
         raise UnsupportedError(f"unsupported: model_type {shown(module)}: {r.prefix}{lt.key} has {len(types)} entries "
                                f"for {n} layers (mlx-lm indexes layer_types[i] and raises IndexError)")
@@ -146,7 +167,61 @@ def _layer_types_kinds(lt: LayerTypes, n: int, r: Reader, module: str) -> tuple[
         else:
             raise UnsupportedError(f"unsupported: model_type {shown(module)}: {r.prefix}{lt.key} entry {shown(t)} is "
                                    f"none of {sorted(lt.map)}")
-    return out, f"{r.where(lt.key)}: " + ", ".join(f"{k} -> {v}" for k, v in lt.map.items())
+    how = "one layer per entry; " if lt.length else ""
+    return out, f"{r.where(lt.key)}: {how}" + ", ".join(f"{k} -> {v}" for k, v in lt.map.items())
+
+
+def _cycle_kinds(cy: Cycle, n: int, r: Reader, module: str) -> tuple[list[str], str]:
+    seq = r.str_list(cy.key)
+    where = r.where(cy.key)
+    if seq is None:
+        seq, where = cy.default, f"{module}.ModelArgs default {cy.default}"
+    if not seq:
+        raise UnsupportedError(f"unsupported: model_type {shown(module)}: {r.prefix}{cy.key} is empty or absent and "
+                               "mlx-lm has no default")
+    out = []
+    for i in range(n):
+        t = seq[i % len(seq)]
+        if t not in cy.map and cy.other is None:
+            raise UnsupportedError(f"unsupported: model_type {shown(module)}: {r.prefix}{cy.key} entry {shown(t)} is "
+                                   f"none of {sorted(cy.map)}")
+        out.append(cy.map.get(t, cy.other))
+    return out, f"{where} cycled over the layers: " + ", ".join(f"{k} -> {v}" for k, v in cy.map.items())
+
+
+def _index_list(r: Reader, key: str) -> list[int] | None:
+    head, _, rest = key.partition(".")
+    if not rest:
+        return r.int_list(key)
+    v = r.raw(head, None)
+    for part in rest.split("."):
+        if v is None:
+            return None
+        if not isinstance(v, dict):
+            raise InputError(f"{r.label}: {r.prefix}{head} must be a mapping holding {rest!r}, got {shown(v)}")
+        v = v.get(part)
+    if v is None:
+        return None
+    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        raise InputError(f"{r.label}: {r.prefix}{key} must be a list of integers, got {shown(v)}")
+    r.used[head] = r.where(head)
+    return list(v)
+
+
+def _indices_kinds(ix: Indices, n: int, r: Reader, module: str) -> tuple[list[str], str]:
+    idx = _index_list(r, ix.key)
+    if idx is None:
+        if isinstance(ix.default, LayerTypes):
+            kinds, why = _layer_types_kinds(ix.default, n, r, module)
+            return kinds, f"no {ix.key}: {why}"
+        if ix.default is None:
+            raise UnsupportedError(f"unsupported: model_type {shown(module)}: the config has no {r.prefix}{ix.key}, "
+                                   f"and mlx-lm's {module}.py cannot lay out its layers without it")
+        return [ix.default] * n, f"no {ix.key}: every layer {ix.default}"
+    s = set(idx)
+    plus = f" + {ix.base}" if ix.base else ""
+    return ([ix.kind if i + ix.base in s else ix.other for i in range(n)],
+            f"layer i is {ix.kind} iff i{plus} in {r.prefix}{ix.key}, else {ix.other}")
 
 
 def _chars_kinds(ch: Chars, n: int, r: Reader, module: str) -> tuple[list[str], str]:
@@ -170,6 +245,10 @@ def layer_kind_names(rec: ModuleRecipe, r: Reader) -> tuple[list[str], str]:
         kinds, why = _modulo_kinds(lay.modulo, n, r)
     elif lay.layer_types is not None:
         kinds, why = _layer_types_kinds(lay.layer_types, n, r, rec.module)
+    elif lay.cycle is not None:
+        kinds, why = _cycle_kinds(lay.cycle, n, r, rec.module)
+    elif lay.indices is not None:
+        kinds, why = _indices_kinds(lay.indices, n, r, rec.module)
     else:
         kinds, why = _chars_kinds(lay.chars, n, r, rec.module)
     if lay.shared is not None:
@@ -191,9 +270,53 @@ def _first(r: Reader, keys: list[str]) -> tuple[int | None, str]:
     return None, ""
 
 
+def _key_int(r: Reader, key: str) -> int | None:
+    """A config key's integer as mlx-lm's args class sees it (defaults applied); ``a.b`` reads key ``b`` of the
+    dict under ``a``. None = null or absent (the formula's ``or`` may fall back)."""
+    head, _, rest = key.partition(".")
+    v = r.raw(head, None)
+    path = head
+    for part in rest.split(".") if rest else []:
+        if v is None:
+            break
+        if not isinstance(v, dict):
+            raise InputError(f"{r.label}: {r.prefix}{path} must be a mapping (it holds {part!r}), got {shown(v)}")
+        v, path = v.get(part), f"{path}.{part}"
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise InputError(f"{r.label}: {r.prefix}{key} must be a non-negative integer, got {shown(v)}")
+    r.used[head] = r.where(head)
+    return v
+
+
+def _state_spec(kr: KindRecipe, r: Reader) -> dict:
+    """``cache: state``: each array's shape from its formulas (constant in the prompt length)."""
+    tensors = []
+    for a in kr.arrays:
+        shape = []
+        for f in a.shape:
+            v = evaluate(f, lambda k: _key_int(r, k))
+            if v is None:
+                absent = [k for k in formula_keys(f) if _key_int(r, k) is None]
+                raise UnsupportedError(
+                    f"unsupported: model_type {shown(r.module)}: the {a.name} state's dim {f!r} needs "
+                    f"{', '.join(r.prefix + k for k in absent)}, and the config gives none (nor mlx-lm's "
+                    f"{r.spec.cls} a default)")
+            if v < 1:
+                raise UnsupportedError(
+                    f"unsupported: model_type {shown(r.module)}: the {a.name} state's dim {f!r} = {v} with this "
+                    "config (an empty or negative array: mlx-lm would fail or hold nothing)")
+            shape.append(v)
+        tensors.append({"name": a.name, "shape": shape, "dtype": a.dtype})
+    return {"kind": "state", "tensors": tensors}
+
+
 def _cache_spec(kr: KindRecipe, r: Reader, d, model_kv: int | None, model_hd: int | None) -> dict:
     if kr.cache in ("latent", "indexer", "none"):
         return {"kind": kr.cache}
+    if kr.cache == "state":
+        return _state_spec(kr, r)
     s: dict[str, Any] = {"kind": kr.cache}
     if kr.num_kv_heads and (kr.num_kv_heads_if is None or r.boolean(kr.num_kv_heads_if)):
         v, where = _first(r, kr.num_kv_heads)
@@ -234,7 +357,9 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
         for k in used:
             parts = [_cache_spec(kr, r, d, n_kv, hd) for kr in specs[k]]
             built[k] = parts if len(parts) > 1 else parts[0]
-        d.put("num_layers", len(names), r.where(rec.layout.count))
+        lt = rec.layout.layer_types
+        d.put("num_layers", len(names), f"= len({r.where(lt.key)})" if lt is not None and lt.length
+              and r.raw(lt.key, None) is not None else r.where(rec.layout.count))
         d.per_layer = [("none", {"kind": "none"}) if k == "none" else (k, built[k]) for k in names]
         d.prov["layers"] = f"module recipe profiles/mlx_lm/{rec.module}.yaml: {why}"
         for key, reason in rec.ignores.items():
