@@ -118,7 +118,21 @@ def reader_for(rec: ModuleRecipe, data: dict, *, label: str, prefix: str = "") -
         view = {k: v for k, v in view.items() if k != "num_key_value_heads"}
         defaults["num_key_value_heads"] = None
     spec = ArgsSpec(spec.cls, spec.required, defaults, spec.head_dim, spec.kv_from_heads or rec.args.mha)
-    return Reader(view, label=label, prefix=prefix, spec=spec, module=rec.module)
+    r = Reader(view, label=label, prefix=prefix, spec=spec, module=rec.module)
+    if not rec.dims:
+        return r
+    # computed dims win over the config's key of that name (mlx-lm never reads it); a formula whose inputs
+    # are absent stays unset, so the read that needs it names the missing key
+    injected = {}
+    for name, f in rec.dims.items():
+        v = evaluate(f, lambda k: _key_int(r, k))
+        if v is not None:
+            injected[name] = (v, f"{rec.module}.py computes {name} = {f} = {v}")
+    shadowed = {k: view[k] for k in injected if k in view}
+    view = {k: v for k, v in view.items() if k not in injected}
+    out = Reader(view, label=label, prefix=prefix, spec=spec, module=rec.module, injected=injected)
+    out.shadowed = shadowed  # the config's own values of computed dims: said as ignored (``ignores``)
+    return out
 
 
 def _modulo_kinds(m: Modulo, n: int, r: Reader) -> tuple[list[str], str]:
@@ -362,6 +376,30 @@ def _cache_spec(kr: KindRecipe, r: Reader, d, model_kv: int | None, model_hd: in
     return s
 
 
+def _attention_dims(rec: ModuleRecipe, r: Reader, d, n_kv: int, hd: int) -> tuple[int, int]:
+    """The recipe's ``attention`` widths (formulas) over the args rule's: the model's KV heads, key and
+    value widths."""
+    out = {"num_kv_heads": n_kv, "head_dim": hd}
+    for name in ("num_kv_heads", "head_dim", "v_head_dim"):
+        f = getattr(rec.attention, name)
+        if f is None:
+            continue
+        v = evaluate(f, lambda k: _key_int(r, k))
+        if v is None:
+            absent = [k for k in formula_keys(f) if _key_int(r, k) is None]
+            raise UnsupportedError(f"unsupported: model_type {shown(r.module)}: the attention's {name} = {f!r} needs "
+                                   f"{', '.join(r.prefix + k for k in absent)}, and the config gives none (nor mlx-lm's "
+                                   f"{r.spec.cls} a default)")
+        if v < 1:
+            raise UnsupportedError(f"unsupported: model_type {shown(r.module)}: the attention's {name} = {f!r} is {v} "
+                                   "with this config (mlx-lm cannot build an attention that narrow)")
+        keys = formula_keys(f)
+        d.put(name, v, f"= {f}" + (f" ({', '.join(r.where(k.partition('.')[0]) for k in keys)})" if keys else "")
+              + f" (module recipe profiles/mlx_lm/{rec.module}.yaml: attention)")
+        out[name] = v
+    return out["num_kv_heads"], out["head_dim"]
+
+
 def recipe_rule(rec: ModuleRecipe) -> Callable:
     """An extraction rule (``Ctx -> None``, see ``to_layers``) that reads the config by ``rec``."""
     def rule(c) -> None:
@@ -374,9 +412,13 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
         if caches & {"latent", "indexer"}:
             mla = tl._mla(c, index="indexer" in caches)
             tl._mla_heads(c, mla)
+        elif rec.mla:  # expanded MLA: full caches, the ranks only for the peak model
+            tl._mla(c)
         if caches & {"full", "sliding", "chunked"}:
             n_q, n_kv = tl._heads(c)
             hd = tl._head_dim(c, n_q)
+            if rec.attention is not None:
+                n_kv, hd = _attention_dims(rec, r, d, n_kv, hd)
         built = {}
         for k in used:
             parts = [_cache_spec(kr, r, d, n_kv, hd) for kr in specs[k]]
@@ -387,8 +429,9 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
         d.per_layer = [("none", {"kind": "none"}) if k == "none" else (k, built[k]) for k in names]
         d.prov["layers"] = f"module recipe profiles/mlx_lm/{rec.module}.yaml: {why}"
         for key, reason in rec.ignores.items():
-            if r.data.get(key) is not None:
-                d.notes.append(f"{c.label}: {r.prefix}{key} = {shown(r.data[key])} is ignored by mlx-lm's "
+            given = r.data.get(key, getattr(r, "shadowed", {}).get(key))
+            if given is not None:
+                d.notes.append(f"{c.label}: {r.prefix}{key} = {shown(given)} is ignored by mlx-lm's "
                                f"{rec.module}.py: {reason}")
     return rule
 

@@ -267,6 +267,25 @@ class Text(_Strict):
                                         description="top-level fields the wrapper's args class requires")
 
 
+class Attention(_Strict):
+    """Attention widths a module computes from other keys instead of the args rule, as formulas over config
+    keys (``schema.formula``). Expanded MLA (deepseek_v2-shaped) caches K/V for every query head: keys
+    ``qk_nope_head_dim + qk_rope_head_dim`` wide, values ``v_head_dim``. Each given width replaces the model's
+    (and so every full/sliding/chunked kind's that does not set its own)."""
+
+    num_kv_heads: Formula | None = Field(None, description="e.g. 'num_attention_heads' (K/V per query head)")
+    head_dim: Formula | None = Field(None, description="key width, e.g. 'qk_nope_head_dim + qk_rope_head_dim'")
+    v_head_dim: Formula | None = Field(None, description="value width when it differs from the key width")
+
+    @model_validator(mode="after")
+    def _formulas(self):
+        for v in (self.num_kv_heads, self.head_dim, self.v_head_dim):
+            _formula(v)
+        if self.num_kv_heads is None and self.head_dim is None and self.v_head_dim is None:
+            raise ValueError("give at least one of num_kv_heads, head_dim, v_head_dim")
+        return self
+
+
 class ModuleRecipe(_Strict):
     """``profiles/mlx_lm/<module>.yaml``: one mlx-lm module as data."""
 
@@ -276,7 +295,14 @@ class ModuleRecipe(_Strict):
     text: Text | None = Field(None, description="wrapper: where the language model's config is")
     layout: Layout
     kinds: dict[KindName, KindSpec] = Field(min_length=1)
-    mla: list[Key] | None = Field(None, description="config keys of the MLA ranks (latent/indexer kinds)")
+    mla: list[Key] | None = Field(None, description="config keys of the MLA ranks (latent/indexer kinds; with "
+                                                    "full kinds: expanded MLA, the ranks the peak model reads)")
+    dims: dict[Key, Formula] = Field(
+        default_factory=dict,
+        description="values the module computes instead of reading a config key (minicpm3: v_head_dim = "
+                    "'hidden_size // num_attention_heads'): the rest of the recipe reads the name as that value, "
+                    "whatever the config says")
+    attention: Attention | None = Field(None, description="attention widths computed from other keys (expanded MLA)")
     ignores: dict[Key, Reason] = Field(default_factory=dict, description="config keys mlx-lm does not honour, and why")
     live: Live = Field(default_factory=Live)
     sources: list[Source] = Field(default_factory=list)
@@ -291,6 +317,8 @@ class ModuleRecipe(_Strict):
                   for k in (v if isinstance(v, list) else [v]))
         if lat and not self.mla:
             raise ValueError("latent/indexer kinds need 'mla' (the config keys of the MLA ranks)")
+        for v in self.dims.values():
+            _formula(v)
         return self
 
 
