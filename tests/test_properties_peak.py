@@ -4,7 +4,7 @@ For any request a caller can make - chunk 1 ... 4096, a cached prefix 0 ... 1M t
 backend cpu / cuda / metal - the numbers the package returns are byte counts: never negative, every term
 of a breakdown non-negative and summing to the peak; the peak grows with the prompt (more new tokens at
 the same chunk and prefix never lower it); and the fast path (``FastPeak``, what engines call per request)
-agrees with the exact replay: never below it. The oMLX facade (``compat.py``) has its own properties
+agrees with the exact replay: never below it. The oMLX facade (``compat/``) has its own properties
 (the omlx helper's tests); this file covers ``prefill_peak`` / ``Estimator`` / ``FastPeak``.
 """
 from __future__ import annotations
