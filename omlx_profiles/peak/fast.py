@@ -135,8 +135,10 @@ class FastPeak:
             if c is _EXACT:
                 return None
         k = (new_tokens - 1) // chunk
-        if c.lower is None or k < 2 and not cached or k < 1:
+        if k < 2 and not cached or k < 1 or chunk < 2:
             return None
+        if c.lower is None:  # built on the first use (the oMLX facade never asks)
+            c.lower = c.model.pieces(chunk, chunk, "lower")[0]
         return c.lower.at(cached + chunk * (k - 1))
 
     def _total(self, c: _Chunk, new: int, S: int, cached: int) -> int:
@@ -179,11 +181,13 @@ class FastPeak:
         m = c.model
         pts = {1, S}
         j = STEP
-        while j <= S:
-            pts.update((j - STEP + 1, j))
+        while j < S:  # a step's last count and the next one's first (the growth steps up between them)
+            pts.update((j, j + 1))
             j += STEP
-        for t in m.kv_thresholds() | m.windows() | set(c.tops):
-            pts.update((t - 1, t, t + 1))
+        for t in m.kv_thresholds():  # a route from kv >= t: q = t - 1 and t sit on both sides
+            pts.update((t - 1, t))
+        for t in m.windows() | m.changes:  # a mask past the window; the last count of a route or item layout
+            pts.update((t, t + 1))
         grid = sorted(x for x in pts if 1 <= x <= S)
         vals = []
         for q in grid:
@@ -265,8 +269,7 @@ class FastPeak:
             calls.append(cum)
             beyond.append(cumb)
         last = m.pieces(1, S, "last")
-        low = m.pieces(S, S, "lower")[0] if S > 1 else None
-        return _Chunk(m, tops, calls, beyond, last[0], last[1], low, m.add_bytes(S))
+        return _Chunk(m, tops, calls, beyond, last[0], last[1], None, m.add_bytes(S))
 
 
 def _chord(grid: list[int], vals: list[int], q: int, slack: int) -> int:

@@ -180,10 +180,6 @@ class CallModel:
         """Query-count buckets for a history chunk ``S``: every route threshold on the query length, and
         powers of 4 in between; ``S`` last."""
         tops = {1, S - 1 if S > 1 else 1, S}  # the chunk's own bucket holds full calls only
-        q = 4
-        while q < S:
-            tops.add(q)
-            q *= 4
         gqas = {(self.p.num_heads or e.n_kv) // max(1, e.n_kv) for lt in self.p.layer_types.values()
                 for e in lt.entries if getattr(e, "n_kv", 0)}
         for r in self.routes.table.routes:
@@ -200,7 +196,12 @@ class CallModel:
                 tops.add(r.q_tile)
         for w in getattr(self.routes.executor, "inflight_ops_by_chunk", None) or ():
             tops.add(w.chunk)
-        return self._split_layouts(S, sorted(t for t in tops if 1 <= t <= S))
+        self.changes = set(self._split_layouts(S, sorted(t for t in tops if 1 <= t <= S)))
+        q = 4
+        while q < S:  # powers of 4 in between: a shorter call is charged at most 4x its queries
+            tops.add(q)
+            q *= 4
+        return sorted(self.changes | {t for t in tops if 1 <= t <= S})
 
     def _layout(self, q: int, S: int) -> tuple:
         """The call's item structure (what sets the window positions) at ``q`` queries."""
