@@ -204,7 +204,7 @@ class FastPeak:
             self._chunks.clear()
             self._exact.cache_clear()
             self._tiled_gen = tiled_state()[0]
-        key = (chunk, fresh and chunk % 256 == 0)  # other chunks: one family for every prefix
+        key = (chunk, fresh)  # without a prefix the capacity phases are the chunk's own (``cycle_reach``)
         c = self._chunks.get(key)
         if c is None:
             c = self._chunks[key] = _EXACT if self._always_exact else (self._build(chunk, key[1]) or _EXACT)

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import replace
+from functools import lru_cache
 
 from ..dtypes import DTYPE_BYTES
-from ..kv.replay import STEP
+from ..kv.replay import STEP, kv_advance
 from ..registry.profile import Profile
 from . import executor
 from .ops.items import EntryStep
@@ -131,6 +132,23 @@ def reach(S: int) -> int:
     return max(-(-S // STEP) * STEP, STEP) - 1
 
 
+@lru_cache(maxsize=256)
+def cycle_reach(S: int) -> int:
+    """The most rows a growing cache holds past the offset before any call of a prompt fed in chunks of
+    ``S`` from empty caches (the chunk calls, and the shorter call after them): the capacity phase
+    ``(capacity - offset, offset mod 256)`` repeats, so the replay stops at the first repeat."""
+    cap = off = 0
+    seen: set[tuple[int, int]] = set()
+    most = 0
+    while True:
+        state = (cap - off, off % STEP)
+        if state in seen:
+            return most
+        seen.add(state)
+        most = max(most, cap - off)
+        cap, off = kv_advance(cap, off, S, 1)
+
+
 class CallModel:
     """Samples one call's total (held + added + pinned + window) for a profile, backend and history chunk."""
 
@@ -152,10 +170,10 @@ class CallModel:
         self.slack = 64 + 64 * len(profile.layer_names)
 
     def reach(self, S: int, last: bool = False) -> int:
-        """``reach(S)``; for a prompt without a cached prefix and a chunk of whole 256-row steps, none: every
-        call starts from a capacity equal to the offset (the last token from at most 255 rows past it)."""
-        if self.fresh_history and S % STEP == 0:
-            return STEP - 1 if last else 0
+        """``reach(S)``; for a prompt without a cached prefix, the chunk calls' own capacity phases: the
+        history is then fixed (``cycle_reach``). The last token: any phase (``reach``)."""
+        if self.fresh_history and not last:
+            return cycle_reach(S)
         return reach(S)
 
     # -- breakpoints ---------------------------------------------------------------------------------
