@@ -180,15 +180,20 @@ class CallModel:
     def windows(self) -> set[int]:
         return {e.window for lt in self.p.layer_types.values() for e in lt.entries if e.kind == "sliding"}
 
-    def kv_thresholds(self) -> set[int]:
+    def kv_thresholds(self, q: int | None = None) -> set[int]:
+        """Key counts where a route (or its tile) changes, for calls of ``q`` queries (``None``: any)."""
         t: set[int] = set()
         for r in self.routes.table.routes:
-            if r.when.kv_len_min:
-                t.add(r.when.kv_len_min)
+            w = r.when
+            if q is not None and ((w.query_len_min and q < w.query_len_min) or (w.query_len_max and q > w.query_len_max)):
+                continue
+            if w.kv_len_min:
+                t.add(w.kv_len_min)
             if r.kv_tile:
                 t.add(r.kv_tile)
-        for min_kv, tile in self.tiled.values():
-            t.update((min_kv, tile))
+        if q is None or q > 1:
+            for min_kv, tile in self.tiled.values():
+                t.update((min_kv, tile))
         mla = self.p.mla
         if mla is not None and getattr(mla, "index_topk", None):
             t.add(mla.index_topk + 1)  # DSA scores its keys past the top-k (ops/mla.py)
@@ -264,7 +269,7 @@ class CallModel:
             else:
                 b.add(W - 1)
         sliding = bool(self.windows())
-        for t in self.kv_thresholds():
+        for t in self.kv_thresholds(1 if mode in ("last", "one") else Q):
             if mode in ("last", "one"):
                 b.add(t - 1)
                 continue
