@@ -32,6 +32,7 @@ from .prefill import Request, prefill_peak
 from .replay import KV_SCALED_KINDS, scale_up
 
 _EXACT = object()  # marks a chunk size answered by the exact path (CUDA, chunked attention)
+_MEMO = 1 << 16  # requests remembered by peak()
 
 
 class _Chunk:
@@ -40,7 +41,7 @@ class _Chunk:
     grid (built on the first request without a prefix); ``lower``: a lower bound of a full chunk call."""
 
     __slots__ = ("tops", "calls", "beyond", "last", "last_beyond", "lower", "full", "add_full", "model", "grid",
-                 "grid_v", "one", "slack")
+                 "grid_v", "one", "slack", "ltops", "lasts")
 
     def __init__(self, model, tops, calls, beyond, last, last_beyond, lower, add_full):
         self.model = model
@@ -74,7 +75,8 @@ class FastPeak:
         self.kv_scale = float(kv_scale)
         self.routes = KernelRoutes.for_backend(backend, mlx_version)
         self._tiled_gen = tiled_state()[0]
-        self._chunks: dict[int, _Chunk | object] = {}
+        self._chunks: dict[tuple[int, bool], _Chunk | object] = {}
+        self._memo: dict[tuple[int, int, int], int] = {}  # peak() per request
         self._exact = lru_cache(maxsize=4096)(self._exact_uncached)
         self._prefix = lru_cache(maxsize=1024)(self._prefix_uncached)
         from .basis import MEASURED, basis_for
@@ -105,8 +107,19 @@ class FastPeak:
         guard calls it per request): a dict look-up and a few float operations once the chunk size's bounds
         exist. Arguments are counts (``new_tokens >= 0``, ``chunk >= 1``, ``cached >= 0``); callers
         validate them."""
+        key = (new_tokens, chunk, cached)
+        v = self._memo.get(key)
+        if v is not None and _TILED_VERSION[0] == self._tiled_gen:
+            return v  # an engine sees the same lengths again: a dict look-up
         if new_tokens <= 0:
             return 0
+        if cached and new_tokens <= chunk:
+            # a prompt shorter than a chunk after a prefix (a follow-up turn): one call and the last token,
+            # replayed exactly (memoized). Its bound (``total_bound``) charges every layer's cache copy in the
+            # one-token calls, up to 10x the exact peak for a few tokens: too coarse to report as the number
+            v = self._exact(new_tokens, chunk, cached)
+            self._memo[key] = v
+            return v
         c = self._chunks.get((chunk, not cached))
         if c is None or c is _EXACT or _TILED_VERSION[0] != self._tiled_gen:
             c = self._chunk(chunk, not cached)
@@ -115,7 +128,12 @@ class FastPeak:
         v = self._total(c, new_tokens, chunk, cached)
         if cached:
             v -= self._prefix(cached, chunk)
-        return v if v > 0 else 0
+        if v < 0:
+            v = 0
+        if len(self._memo) >= _MEMO:
+            self._memo.clear()
+        self._memo[key] = v
+        return v
 
     def total_bound(self, new_tokens: int, chunk: int, cached: int = 0) -> int | None:
         """An upper bound of ``held before + peak`` (the prefix's cache included), or ``None`` where the
@@ -148,7 +166,7 @@ class FastPeak:
                 self._fresh_grid(c, S)
             if new == 1:
                 return c.one
-            v = c.last.at(new - 1)  # the last token: its own call
+            v = c.lasts[bisect_left(c.ltops, r or S)].at(new - 1)  # the last token: its own call
             f = _chord(c.grid, c.grid_v, S if k else r, c.slack)  # the first call, on fresh caches
             if f > v:
                 v = f
@@ -161,7 +179,9 @@ class FastPeak:
                 if f > v:
                     v = f
             return v
-        v = c.last.at(cached + new - 1)
+        if not k and r:  # a prompt shorter than a chunk after a prefix: its call follows one token
+            c = self._chunks.get((S, 2)) or self._chunk(S, 2)
+        v = c.lasts[bisect_left(c.ltops, r or (S if k else 1))].at(cached + new - 1)  # the last token
         if k:
             f = c.full.at(cached + S * (k - 1))
             if f > v:
@@ -202,13 +222,15 @@ class FastPeak:
             raise UnsupportedError(self._unknown)
         if _TILED_VERSION[0] != self._tiled_gen:  # a tiled kernel was (un)registered: recompute
             self._chunks.clear()
+            self._memo.clear()
             self._exact.cache_clear()
             self._tiled_gen = tiled_state()[0]
-        key = (chunk, fresh)  # without a prefix the capacity phases are the chunk's own (``cycle_reach``)
+        # fresh: without a prefix the capacity phases are the chunk's own (``cycle_reach``); 2: after a prefix,
+        # a prompt shorter than a chunk (its calls follow the prefix's last token)
+        key = (chunk, fresh)
         c = self._chunks.get(key)
         if c is None:
-            c = self._chunks[key] = _EXACT if self._always_exact else (self._build(chunk, key[1]) or _EXACT)
-        self._chunks[(chunk, fresh)] = c
+            c = self._chunks[key] = _EXACT if self._always_exact else self._build(chunk, fresh)
         return c
 
     def chunk_transient(self, n: int, kv_len: int) -> int:
@@ -252,11 +274,11 @@ class FastPeak:
         # the same rounding as prefill_peak's (the prefix is subtracted: rounded the same way, never more)
         return _scaled_total(self.profile, rep, self.kv_scale)
 
-    def _build(self, S: int, fresh: bool) -> _Chunk | None:
-        """Every bound of chunk size ``S`` (``fresh``: for prompts without a cached prefix, whose capacity
-        phases are known)."""
+    def _build(self, S: int, fresh) -> _Chunk:
+        """Every bound of chunk size ``S`` (``fresh`` True: for prompts without a cached prefix, whose capacity
+        phases are known; 2: for prompts shorter than a chunk after a prefix)."""
         m = CallModel(self.profile, self.routes, tiled_state()[1], self.dtype, self.nax, self._worst, self.kv_scale,
-                      fresh_history=fresh)
+                      fresh_history=fresh is True, prev_one=fresh == 2)
         tops = m.q_tops(S)
         calls, beyond = [], []
         cum = cumb = None
@@ -268,8 +290,20 @@ class FastPeak:
             cumb = b if cumb is None else cumb.merged(b)
             calls.append(cum)
             beyond.append(cumb)
-        last = m.pieces(1, S, "last")
-        return _Chunk(m, tops, calls, beyond, last[0], last[1], None, m.add_bytes(S))
+        # the last token, per bucket of the call before it (a sliding cache holds window - 1 rows plus that
+        # call's): one token (a prompt of one new token after a prefix), the shorter call, or a chunk
+        lasts, last_b = [], []
+        cum = cumb = None
+        ltops = sorted({1, S} | {4 ** j for j in range(1, 8) if 4 ** j < S})
+        for P in ltops:
+            t, b = m.pieces(P, S, "last")
+            cum = t if cum is None else cum.merged(t)
+            cumb = b if cumb is None else cumb.merged(b)
+            lasts.append(cum)
+            last_b.append(cumb)
+        c = _Chunk(m, tops, calls, beyond, lasts[-1], last_b[-1], None, m.add_bytes(S))
+        c.ltops, c.lasts = ltops, lasts
+        return c
 
 
 def _chord(grid: list[int], vals: list[int], q: int, slack: int) -> int:

@@ -153,8 +153,9 @@ class CallModel:
     """Samples one call's total (held + added + pinned + window) for a profile, backend and history chunk."""
 
     def __init__(self, profile: Profile, routes, tiled: dict, dtype: str, nax: bool, worst: str | None,
-                 kv_scale: float, fresh_history: bool = False):
+                 kv_scale: float, fresh_history: bool = False, prev_one: bool = False):
         self.fresh_history = fresh_history
+        self.prev_one = prev_one  # the calls follow a one-token call (a prompt shorter than a chunk after a prefix)
         self.p = profile
         self.routes = routes
         self.tiled = tiled
@@ -263,9 +264,9 @@ class CallModel:
         b = {1}
         for W in self.windows():
             if mode in ("upper", "fit"):
-                b.update((W - 256, W - 256 + S))
+                b.update((W - 256, W - 255, W - 256 + S))
             elif mode in ("last", "one"):
-                b.update((W - 256 + S, W - 1))
+                b.update((W - 256 + (Q if mode == "last" else S), W - 1))
             else:
                 b.add(W - 1)
         sliding = bool(self.windows())
@@ -328,12 +329,14 @@ class CallModel:
                         out.append(EntryStep("sliding", old + Q, old + Q, old + Q))
                         hold += (old + Q) * rb
                     elif mode in ("last", "one"):
-                        old = min(off + 255, W - 1 + S)
+                        # the previous call kept window - 1 rows plus its own: for the last token that call
+                        # has at most ``Q`` queries (the caller's bucket), else at most a chunk
+                        old = min(off + 255, W - 1 + (Q if mode == "last" else 1 if self.prev_one else S))
                         out.append(EntryStep("sliding", old, old + STEP, min(off + 1, W), zero_rows=STEP))
                         hold += (old + STEP) * rb
                         add += STEP * rb
-                    else:
-                        old = min(off + 255, W - 1 + S)
+                    else:  # the previous call: a chunk (window - 1 rows plus its own), or one token (<= window)
+                        old = min(off + 255, W if self.prev_one else W - 1 + S)
                         keep = min(old, W - 1)
                         out.append(EntryStep("sliding", old, keep + Q, keep + Q, trim_rows=keep))
                         hold += max(old, keep + Q) * rb
