@@ -140,14 +140,15 @@ def _modulo_kinds(m: Modulo, n: int, r: Reader) -> tuple[list[str], str]:
     if m.residue == "last":
         res = p - 1
     else:
-        res = evaluate(m.residue, lambda k: _key_int(r, k))
+        res = _formula_value(m.residue, r)
         if res is None:
             raise UnsupportedError(f"unsupported: model_type {shown(r.module)}: the layer rule needs "
                                    f"{', '.join(r.prefix + k for k in formula_keys(m.residue))}, and the config "
                                    "gives none")
     src = str(p) if isinstance(m.period, int) else f"{r.where(m.period)}"
-    if m.below is not None and n <= res:
-        return [m.below] * n, f"{n} layers <= {res}: every layer {m.below}"
+    if m.needs_residue and n <= res:
+        raise UnsupportedError(f"unsupported: model_type {shown(r.module)}: {n} layers, but mlx-lm indexes layer "
+                               f"{res} (its first {m.kind} layer) and fails")
     kinds = [m.kind if i % p == res else m.other for i in range(n)]
     why = f"layer i is {m.kind} iff i % {p} == {res} ({src})"
     if m.tail is not None:
@@ -186,8 +187,11 @@ def _layer_types_kinds(lt: LayerTypes, n: int, r: Reader, module: str) -> tuple[
 
 
 def _cycle_kinds(cy: Cycle, n: int, r: Reader, module: str) -> tuple[list[str], str]:
-    seq = r.str_list(cy.key)
-    where = r.where(cy.key)
+    seq, where = None, ""
+    for key in [cy.key, *cy.also]:
+        seq, where = r.str_list(key), r.where(key)
+        if seq is not None:
+            break
     if seq is None:
         seq, where = cy.default, f"{module}.ModelArgs default {cy.default}"
     if not seq:
@@ -253,7 +257,9 @@ def layer_kind_names(rec: ModuleRecipe, r: Reader) -> tuple[list[str], str]:
     """One kind name per layer (``none`` for KV-shared layers) and the sentence saying why."""
     lay = rec.layout
     n = r.int(lay.count, maximum=MAX_LAYERS)
-    if lay.uniform is not None:
+    if lay.flag is not None and r.boolean(lay.flag.key) is False:
+        kinds, why = [lay.flag.kind] * n, f"{r.where(lay.flag.key)} is false: every layer {lay.flag.kind}"
+    elif lay.uniform is not None:
         kinds, why = [lay.uniform] * n, f"{rec.module}.py: {lay.uniform} x {r.where(lay.count)}"
     elif lay.modulo is not None:
         kinds, why = _modulo_kinds(lay.modulo, n, r)
@@ -304,13 +310,21 @@ def _key_int(r: Reader, key: str) -> int | None:
     return v
 
 
+def _formula_value(f, r: Reader) -> int | None:
+    try:
+        return evaluate(f, lambda k: _key_int(r, k))
+    except ZeroDivisionError:
+        raise UnsupportedError(f"unsupported: model_type {shown(r.module)}: {f!r} divides by zero with this config "
+                               "(mlx-lm fails the same way)") from None
+
+
 def _state_spec(kr: KindRecipe, r: Reader) -> dict:
     """``cache: state``: each array's shape from its formulas (constant in the prompt length)."""
     tensors = []
     for a in kr.arrays:
         shape = []
         for f in a.shape:
-            v = evaluate(f, lambda k: _key_int(r, k))
+            v = _formula_value(f, r)
             if v is None:
                 absent = [k for k in formula_keys(f) if _key_int(r, k) is None]
                 raise UnsupportedError(
@@ -340,6 +354,16 @@ def _cache_spec(kr: KindRecipe, r: Reader, d, model_kv: int | None, model_hd: in
         v, where = _first(r, kr.head_dim)
         if v is not None and v != model_hd:
             s["head_dim"] = v
+    for attr, field, model in (("num_kv_heads_is", "num_kv_heads", model_kv), ("head_dim_is", "head_dim", model_hd)):
+        f = getattr(kr, attr)
+        if f is not None:
+            v = _formula_value(f, r)
+            if v is None or v < 1:
+                raise UnsupportedError(f"unsupported: model_type {shown(r.module)}: {field} {f!r} = {v} with this config "
+                                       f"(needs {', '.join(r.prefix + k for k in formula_keys(f)) or 'nothing'})")
+            s.pop(field, None)
+            if v != model:
+                s[field] = v
     if kr.cache == "sliding":
         w = r.int(kr.window, allow_none=True, required=False)
         if w is None:

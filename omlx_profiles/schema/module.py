@@ -87,12 +87,17 @@ class KindRecipe(_Strict):
     num_kv_heads_if: Key | None = Field(
         None, description="num_kv_heads applies only when this config flag is true (gemma4 attention_k_eq_v)")
     head_dim: list[Key] | None = Field(None, description="config keys tried in order for this kind's head width")
+    num_kv_heads_is: Formula | None = Field(
+        None, description="this kind's KV heads as an integer or formula (recurrent_gemma: 1), over num_kv_heads")
+    head_dim_is: Formula | None = Field(None, description="this kind's head width as an integer or formula")
     arrays: list[StateArray] | None = Field(
         None, min_length=1, max_length=8,
         description="state: the ArraysCache's arrays in slot order (every slot mlx-lm fills by the first call)")
 
     @model_validator(mode="after")
     def _fields(self):
+        for f in (self.num_kv_heads_is, self.head_dim_is):
+            _formula(f)
         if (self.cache == "state") != (self.arrays is not None):
             raise ValueError("'arrays' is given exactly for cache: state")
         if (self.cache == "sliding") != (self.window is not None):
@@ -115,8 +120,8 @@ class Modulo(_Strict):
     other: KindName = Field(alias="else")
     tail: KindName | None = Field(
         None, description="layers i >= (count // period) * period (the incomplete last group) are this kind")
-    below: KindName | None = Field(
-        None, description="when the layer count is <= the residue, every layer is this kind (plamo2)")
+    needs_residue: bool = Field(
+        False, description="mlx-lm indexes layer `residue` (its first `kind` layer): a count <= residue fails")
 
     @field_validator("residue")
     @classmethod
@@ -124,7 +129,7 @@ class Modulo(_Strict):
         return v if v == "last" else _formula(v)
 
     def kinds(self) -> set[str]:
-        return {self.kind, self.other} | {k for k in (self.tail, self.below) if k}
+        return {self.kind, self.other} | ({self.tail} if self.tail else set())
 
 
 class LayerTypes(_Strict):
@@ -150,6 +155,7 @@ class Cycle(_Strict):
     """A list of strings cycled over the layers (recurrent_gemma ``block_types``): ``map[entry]``, else ``else``."""
 
     key: Key
+    also: list[Key] = Field(default_factory=list, description="keys tried in order when `key` is null/absent")
     map: dict[str, KindName]
     other: KindName | None = Field(None, alias="else")
     default: list[str] | None = Field(None, description="the list when the config has none (mlx-lm's default)")
@@ -184,6 +190,13 @@ class Chars(_Strict):
     none: KindName = Field(description="kind of every layer when the pattern is null/absent")
 
 
+class Flag(_Strict):
+    """A boolean config key that, when false, makes every layer one kind (plamo2 ``mamba_enabled``)."""
+
+    key: Key
+    kind: KindName = Field(description="every layer's kind when the flag is false")
+
+
 class Layout(_Strict):
     """How ``make_cache`` lays caches over the layers (exactly one shape)."""
 
@@ -196,6 +209,7 @@ class Layout(_Strict):
     chars: Chars | None = None
     cycle: Cycle | None = None
     indices: Indices | None = None
+    flag: Flag | None = Field(None, description="a switch that overrides the shape below when false")
 
     @model_validator(mode="after")
     def _one(self):
@@ -215,6 +229,8 @@ class Layout(_Strict):
             out |= self.layer_types.kinds()
         if self.indices:
             out |= self.indices.kinds()
+        if self.flag:
+            out.add(self.flag.kind)
         if self.cycle:
             out |= set(self.cycle.map.values()) | ({self.cycle.other} if self.cycle.other else set())
         if self.chars:
