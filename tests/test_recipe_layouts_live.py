@@ -101,10 +101,29 @@ BRANCHES = [
     # two sliding-window layers with their own heads
     ("baichuan_m1", {"sliding_window_layers": [0, 2]}),
     ("kimi_linear", {"linear_attn_config": {"kda_layers": [2], "num_heads": 2, "head_dim": 32}}),
+    # mamba_enabled false: every layer attention; mamba_step 4: attention iff i % 4 == 2
+    ("plamo2", {"mamba_enabled": False}),
+    ("plamo2", {"mamba_step": 4, "num_hidden_layers": 6}),
 ]
 
 
-@pytest.mark.parametrize("module,over", BRANCHES, ids=[b[0] for b in BRANCHES])
+@pytest.mark.parametrize("module,over", BRANCHES, ids=[f"{b[0]}-{i}" for i, b in enumerate(BRANCHES)])
 def test_layout_branch_matches_mlx_lm(module, over):
     cfg = _cfg(module, **over)
     assert _expected(cfg) == _live(cfg)
+
+
+def test_plamo2_with_too_few_layers_is_refused_and_mlx_lm_fails_too():
+    """plamo2 reads cache[mamba_step // 2] for the attention mask: with fewer layers mlx-lm raises, and the
+    recipe (``needs_residue``) refuses instead of answering."""
+    from omlx_profiles.errors import UnsupportedError
+    from omlx_profiles.live.probe import run_schedule
+
+    cfg = _cfg("plamo2", num_hidden_layers=1)
+    with pytest.raises(UnsupportedError, match="indexes layer 1"):
+        extract_config(cfg, dtype="bf16").profile()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = build_model(cfg, "bfloat16")
+    with pytest.raises(IndexError):
+        run_schedule(model, 2, "direct")
