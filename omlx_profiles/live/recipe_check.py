@@ -63,14 +63,15 @@ def _compare(profile, live: list[dict], dtype: str, n: int, schedule: str, quant
         if est.nbytes != got["nbytes"]:
             bad.append(f"{tag}: estimate {est.nbytes} != live {got['nbytes']}")
         entries = profile.layer_types[est.kind].entries
-        children = got.get("children") if len(entries) > 1 else [got]
-        if len(entries) > 1 and (got["class"] != "CacheList" or len(children or []) != len(entries)):
+        listed = len(entries) > 1 or entries[0].in_list  # a CacheList, of one member too
+        children = got.get("children") if listed else [got]
+        if listed and (got["class"] != "CacheList" or len(children or []) != len(entries)):
             bad.append(f"{tag}: expected a CacheList of {len(entries)}, live is {got['class']}")
             continue
         for e, eb, ch in zip(entries, est.entries, children):
             if ch["class"] not in CLASS_OF.get(e.kind, set()):
                 bad.append(f"{tag}: {e.kind} cache should be {sorted(CLASS_OF.get(e.kind, ()))}, live is {ch['class']}")
-            if len(entries) > 1 and eb.nbytes != ch["nbytes"]:
+            if listed and eb.nbytes != ch["nbytes"]:
                 bad.append(f"{tag}: {e.kind} part estimate {eb.nbytes} != live {ch['nbytes']}")
             if e.kind == "sliding" and (ch.get("max_size"), ch.get("keep", 0)) != (e.window, e.keep):
                 bad.append(f"{tag}: window/keep {e.window}/{e.keep} != live {ch.get('max_size')}/{ch.get('keep')}")

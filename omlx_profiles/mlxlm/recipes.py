@@ -22,7 +22,7 @@ from ..errors import InputError, ProfileError, UnsupportedError
 from ..registry.paths import builtin_profiles_dir
 from ..registry.yaml_safe import load_yaml_file
 from ..schema.formula import evaluate, keys as formula_keys
-from ..schema.module import Chars, Cycle, Indices, KindRecipe, LayerTypes, Modulo, ModuleIndex, ModuleRecipe
+from ..schema.module import Chars, Cycle, Flags, Indices, KindRecipe, LayerTypes, Modulo, ModuleIndex, ModuleRecipe
 from .config import MAX_LAYERS, Reader, shown
 from . import per_layer as pl_
 from . import to_layers as tl  # the shared readers (heads, head dim, MLA ranks)
@@ -174,6 +174,24 @@ def _modulo_kinds(m: Modulo, n: int, r: Reader) -> tuple[list[str], str]:
     return kinds, why
 
 
+def _flags_kinds(fl: Flags, n: int, r: Reader, module: str) -> tuple[list[str], str]:
+    for key in fl.keys:
+        head, _, rest = key.partition(".")
+        v = r.raw(head, None)
+        for part in rest.split(".") if rest else []:
+            v = v.get(part) if isinstance(v, dict) else None
+        if v is None:
+            continue
+        if not isinstance(v, list) or not all(isinstance(x, (int, bool)) for x in v):
+            raise InputError(f"{r.label}: {r.prefix}{key} must be a list of 0/1 per layer, got {shown(v)}")
+        if len(v) < n:
+            raise UnsupportedError(f"unsupported: model_type {shown(module)}: {r.prefix}{key} has {len(v)} entries for "
+                                   f"{n} layers (mlx-lm indexes it per layer and raises IndexError)")
+        r.used[head] = r.where(head)
+        return [fl.kind if v[i] else fl.other for i in range(n)], f"{r.prefix}{key}[i] truthy -> {fl.kind}, else {fl.other}"
+    return [fl.default] * n, f"none of {', '.join(r.prefix + k for k in fl.keys)}: every layer {fl.default}"
+
+
 def _layer_types_kinds(lt: LayerTypes, n: int, r: Reader, module: str) -> tuple[list[str], str]:
     if lt.ints:
         nums = r.int_list(lt.key)
@@ -181,6 +199,9 @@ def _layer_types_kinds(lt: LayerTypes, n: int, r: Reader, module: str) -> tuple[
     else:
         types = r.str_list(lt.key)
     if types is None:
+        if isinstance(lt.default, Flags):
+            kinds, why = _flags_kinds(lt.default, n, r, module)
+            return kinds, f"no {lt.key}: {why}"
         if isinstance(lt.default, Modulo):
             kinds, why = _modulo_kinds(lt.default, n, r)
             return kinds, f"no {lt.key}: {module}.ModelArgs default, {why}"
@@ -277,7 +298,10 @@ def layer_kind_names(rec: ModuleRecipe, r: Reader) -> tuple[list[str], str]:
     """One kind name per layer (``none`` for KV-shared layers) and the sentence saying why."""
     lay = rec.layout
     n = r.int(lay.count, maximum=MAX_LAYERS)
-    if lay.flag is not None and r.boolean(lay.flag.key) is False:
+    gate = evaluate(lay.unless.value, lambda k: _key_int(r, k)) if lay.unless is not None else 0
+    if gate is None:
+        kinds, why = [lay.unless.kind] * n, f"{lay.unless.value} is null/absent: every layer {lay.unless.kind}"
+    elif lay.flag is not None and r.boolean(lay.flag.key) is False:
         kinds, why = [lay.flag.kind] * n, f"{r.where(lay.flag.key)} is false: every layer {lay.flag.kind}"
     elif lay.uniform is not None:
         kinds, why = [lay.uniform] * n, f"{rec.module}.py: {lay.uniform} x {r.where(lay.count)}"
@@ -362,11 +386,32 @@ def _state_spec(kr: KindRecipe, r: Reader) -> dict:
     return {"kind": "state", "tensors": tensors}
 
 
+def _indexer_spec(kr: KindRecipe, r: Reader) -> dict:
+    """A DSA indexer cache: its key width from the kind's own keys/formula (else the MLA index_head_dim) and,
+    when given, its value width (0 = key-only)."""
+    s: dict[str, Any] = {"kind": "indexer"}
+    if kr.head_dim:
+        v, _ = _first(r, kr.head_dim)
+        if v is not None:
+            s["head_dim"] = v
+    for attr, field, lo in (("head_dim_is", "head_dim", 1), ("v_head_dim_is", "v_head_dim", 0)):
+        f = getattr(kr, attr)
+        if f is not None:
+            v = _formula_value(f, r)
+            if v is None or v < lo:
+                raise UnsupportedError(f"unsupported: model_type {shown(r.module)}: the indexer's {field} {f!r} = {v} "
+                                       f"with this config (needs {', '.join(r.prefix + k for k in formula_keys(f)) or 'nothing'})")
+            s[field] = v
+    return s
+
+
 def _cache_spec(kr: KindRecipe, r: Reader, d, model_kv: int | None, model_hd: int | None) -> dict:
     if kr.cache == "none" and kr.slot:
         return {"kind": "none", "slot": True}
-    if kr.cache in ("latent", "indexer", "none"):
+    if kr.cache in ("latent", "none"):
         return {"kind": kr.cache}
+    if kr.cache == "indexer":
+        return _indexer_spec(kr, r)
     if kr.cache == "state":
         return _state_spec(kr, r)
     s: dict[str, Any] = {"kind": kr.cache}
@@ -378,10 +423,6 @@ def _cache_spec(kr: KindRecipe, r: Reader, d, model_kv: int | None, model_hd: in
         v, where = _first(r, kr.head_dim)
         if v is not None and v != model_hd:
             s["head_dim"] = v
-    if kr.v_head_dim:
-        v, where = _first(r, kr.v_head_dim)
-        if v is not None and v != s.get("head_dim", model_hd):
-            s["v_head_dim"] = v
     for attr, field, model in (("num_kv_heads_is", "num_kv_heads", model_kv), ("head_dim_is", "head_dim", model_hd)):
         f = getattr(kr, attr)
         if f is not None:
@@ -392,6 +433,12 @@ def _cache_spec(kr: KindRecipe, r: Reader, d, model_kv: int | None, model_hd: in
             s.pop(field, None)
             if v != model:
                 s[field] = v
+    if kr.v_head_dim_is is not None:
+        v = _formula_value(kr.v_head_dim_is, r)
+        if v is None or v < 1:
+            raise UnsupportedError(f"unsupported: model_type {shown(r.module)}: v_head_dim {kr.v_head_dim_is!r} = {v} "
+                                   "with this config")
+        s["v_head_dim"] = v
     if kr.cache == "sliding":
         wkeys = kr.window if isinstance(kr.window, list) else [kr.window]
         w, _ = _first(r, wkeys)
@@ -443,7 +490,7 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
         used = set(names) - {"none"}
         caches = {c_.cache for k in used for c_ in specs[k]}
         n_kv = hd = None
-        if caches & {"latent", "indexer"}:
+        if "latent" in caches or ("indexer" in caches and rec.mla):
             mla = tl._mla(c, index="indexer" in caches)
             tl._mla_heads(c, mla)
         elif rec.mla:  # expanded MLA: full caches, the ranks only for the peak model
@@ -459,7 +506,7 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
         built = {}
         for k in used:
             parts = [_cache_spec(kr, r, d, n_kv, hd) for kr in specs[k]]
-            built[k] = parts if len(parts) > 1 else parts[0]
+            built[k] = parts if isinstance(rec.kinds[k], list) else parts[0]  # a list is a CacheList, even of one
         lt = rec.layout.layer_types
         d.put("num_layers", len(names), f"= len({r.where(lt.key)})" if lt is not None and lt.length
               and r.raw(lt.key, None) is not None else r.where(rec.layout.count))

@@ -160,7 +160,8 @@ def _entry(s, v: CompleteVariant, in_list: bool) -> CacheEntry:
         return CacheEntry(kind=kind, n_kv=1, k_width=v.mla.kv_lora_rank, v_width=v.mla.qk_rope_head_dim, in_list=in_list)
     if kind == "indexer":
         w = s.head_dim or v.mla.index_head_dim
-        return CacheEntry(kind=kind, n_kv=1, k_width=w, v_width=w, in_list=in_list)
+        vw = w if s.v_head_dim is None else s.v_head_dim
+        return CacheEntry(kind=kind, n_kv=1, k_width=w, v_width=vw, in_list=in_list)
     if kind == "state":
         return CacheEntry(
             kind=kind,
