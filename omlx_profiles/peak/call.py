@@ -21,9 +21,9 @@ SMALL_ARRAYS = 64 * 1024
 
 def validate_profile(p: Profile) -> None:
     if not p.hidden_size:
-        raise UnsupportedError(f"unsupported: {p.name} has no hidden_size, so its activations are unknown")
+        raise UnsupportedError(f"{p.name} has no hidden_size, so its activations are unknown")
     if p.num_heads is None and p.mla is None:
-        raise UnsupportedError(f"unsupported: {p.name} has no num_heads (query heads), so its attention scores are unknown")
+        raise UnsupportedError(f"{p.name} has no num_heads (query heads), so its attention scores are unknown")
 
 
 def activation_dtype(p: Profile, dtype: str | None) -> tuple[str, int]:

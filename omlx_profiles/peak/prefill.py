@@ -114,7 +114,7 @@ def _prefill_peak(p: Profile, request: Request, kr: KernelRoutes, dtype: str | N
     window = kr.executor.window_for(request.chunk)
 
     if (request.tokens // request.chunk) > MAX_CALLS:
-        raise UnsupportedError(f"unsupported: {request.tokens} tokens in chunks of {request.chunk} is more than "
+        raise UnsupportedError(f"{request.tokens} tokens in chunks of {request.chunk} is more than "
                                f"{MAX_CALLS} prefill calls; use a larger chunk")
     prefix_calls, calls = calls_of(request)
 

@@ -32,7 +32,7 @@ class Request:
         if self.schedule not in SCHEDULES:
             raise InputError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.batch != 1:
-            raise UnsupportedError("unsupported: batch > 1 prefill is not modelled (mlx-lm's BatchGenerator pads and "
+            raise UnsupportedError("batch > 1 prefill is not modelled (mlx-lm's BatchGenerator pads and "
                                    "chunks differently); estimate one request at a time")
 
     @property
