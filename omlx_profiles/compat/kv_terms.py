@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..kv.bytes import kv_report
-from ..kv.replay import STEP
+from ..kv.replay import kv_capacity_fast
 from ..peak.replay import KV_SCALED_KINDS, scale_up
 from .read import mla_kv_bytes_per_token
 
@@ -22,7 +22,7 @@ def _act(p) -> int:
 def step_rows(tokens: int) -> int:
     """Rows a ``KVCache`` holds after ``tokens``: mlx-lm allocates in steps of 256 (measured: the live caches
     of every family agree, tests/test_kv_live.py); oMLX's per-token override counted ``tokens``."""
-    return -(-int(tokens) // STEP) * STEP
+    return kv_capacity_fast(int(tokens), "direct", 1)
 
 
 def estimate_mla_kv_bytes_per_token(config: Any, cache_list: Any, dtype_size: float) -> float | None:
