@@ -118,8 +118,11 @@ def _tensor_profile(p: Profile, tp: TensorPlan, n: int) -> Profile:
             if e.kind in _ATTENTION and att:
                 e = dataclasses.replace(e, n_kv=_div(f"KV heads of layer kind {name!r}", e.n_kv, n, who))
             elif e.kind == "state" and state:
+                # the bytes are one rank's; the shape stays the whole model's (which axis mlx-lm splits is not
+                # declared), so the peak's state ops keep charging the unsplit dims: the upper side
                 e = dataclasses.replace(e, tensors=tuple(
-                    StateTensorSpec(t.name, _div(f"state tensor {t.name!r} of {name!r}", t.elements, n, who), t.dtype)
+                    StateTensorSpec(t.name, _div(f"state tensor {t.name!r} of {name!r}", t.elements, n, who), t.dtype,
+                                    t.shape)
                     for t in e.tensors))
             entries.append(e)
         types[name] = LayerType(lt.name, tuple(entries))
