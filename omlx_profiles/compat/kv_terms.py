@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..dtypes import DTYPE_BYTES
 from ..kv.bytes import kv_report
 from ..kv.replay import kv_capacity_fast
 from ..peak.replay import KV_SCALED_KINDS, scale_up
@@ -16,7 +17,7 @@ from .read import mla_kv_bytes_per_token
 
 
 def _act(p) -> int:
-    return 4 if p.dtype == "fp32" else 2
+    return DTYPE_BYTES[p.dtype]
 
 
 def step_rows(tokens: int) -> int:

@@ -269,12 +269,8 @@ def live_config_for(profile: Profile, config: dict | str | Path | None = None) -
         from ..mlxlm.config import load_config
 
         return load_config(config).data
-    try:
-        from ..mlxlm.to_config import config_for_profile  # the live harness: profile -> mlx-lm config
-    except ImportError:
-        raise UnsupportedError(
-            "live verification needs a model config (--config PATH / config=...) or "
-            "omlx_profiles.mlxlm.to_config.config_for_profile, which is not available") from None
+    from ..mlxlm.to_config import config_for_profile  # the live harness: profile -> mlx-lm config
+
     try:
         return config_for_profile(profile)
     except ValueError as e:  # live.synth.SynthError: no rule to turn this profile into an mlx-lm config
