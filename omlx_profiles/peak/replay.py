@@ -27,6 +27,25 @@ def scale_up(nbytes: int, kv_scale: float) -> int:
     return i if i == v else i + 1
 
 
+def kv_split(profile, rep) -> tuple[int, int]:
+    """A ``kv_report``'s bytes as (the caches ``kv_scale`` applies to, every other cache)."""
+    kv = other = 0
+    for lb in rep.layers:
+        for e, x in zip(profile.layer_types[lb.kind].entries, lb.entries):
+            if e.kind in KV_SCALED_KINDS:
+                kv += x.nbytes
+            else:
+                other += x.nbytes
+    return kv, other
+
+
+def scaled_total(profile, rep, kv_scale: float) -> int:
+    """A ``kv_report`` total with the full-attention caches at ``kv_scale`` of their width (rounded up
+    once, as ``prefill_peak`` rounds its held bytes)."""
+    kv, other = kv_split(profile, rep)
+    return other + scale_up(kv, kv_scale)
+
+
 class EntryState:
     """One cache entry replayed call by call: its capacity, offset and (sliding / chunked) state."""
 
