@@ -21,10 +21,10 @@ from pydantic import ValidationError
 from ..errors import InputError, ProfileError, UnsupportedError
 from ..registry.paths import builtin_profiles_dir
 from ..registry.yaml_safe import load_yaml_file
-from ..schema.module import Chars, KindRecipe, LayerTypes, Modulo, ModuleIndex, ModuleRecipe
+from ..schema.module import Chars, KindRecipe, LayerTypes, Modulo, ModuleIndex, ModuleRecipe, Traits
 from .config import MAX_LAYERS, Reader, shown
 from . import to_layers as tl  # the shared readers (heads, head dim, MLA ranks)
-from .facts import ArgsSpec
+from .facts import MODEL_REMAPPING, ArgsSpec
 
 #: files of profiles/mlx_lm/ that are not module recipes
 NOT_RECIPES = {"index.yaml", "sharding.yaml"}
@@ -59,9 +59,27 @@ def _load_all(root: str) -> dict[str, ModuleRecipe]:
     return out
 
 
-def recipes() -> dict[str, ModuleRecipe]:
-    """Every module recipe shipped in ``profiles/mlx_lm/``, by module name."""
+def module_files() -> dict[str, ModuleRecipe]:
+    """Every module file shipped in ``profiles/mlx_lm/`` (extraction recipes and traits-only files)."""
     return _load_all(str(recipes_dir()))
+
+
+def recipes() -> dict[str, ModuleRecipe]:
+    """Every extraction recipe (args, layout, kinds) shipped in ``profiles/mlx_lm/``, by module name."""
+    return {m: r for m, r in module_files().items() if r.extracts}
+
+
+_LLAMA_SHAPE = Traits()
+
+
+@lru_cache(maxsize=256)
+def traits_of(model_type: str | None) -> Traits:
+    """The compute traits of the mlx-lm module that builds ``model_type`` (mlx-lm's remapping applied);
+    the llama shape (every trait off) for a module without a file."""
+    if not model_type:
+        return _LLAMA_SHAPE
+    f = module_files().get(MODEL_REMAPPING.get(model_type, model_type))
+    return f.traits if f is not None else _LLAMA_SHAPE
 
 
 def recipe(module: str) -> ModuleRecipe | None:

@@ -27,7 +27,7 @@ from .kernels import KernelRoutes, tiled_state
 from .layers import dense_layer, embedding_items, layer_items, logits_items
 from .ops.items import CallContext, Item
 from .ops.recurrent import state_snapshot_bytes, unverified_peak
-from .ops.traits import ARRAY_MASK_FAMILIES
+from ..mlxlm.recipes import traits_of
 from .replay import KV_SCALED_KINDS, EntryState, calls_of, entry_bytes, fill_prefix, scale_up
 
 # How many calls of a long prompt are evaluated: the peak call is always among the last ones (the held
@@ -438,7 +438,7 @@ def _pinned(p: Profile, steps: dict, s: int, act: int) -> dict[str, int]:
             for e, st in zip(lt.entries, stps):
                 if e.kind not in ("full", "sliding", "chunked", "latent"):
                     continue
-                mk = "bool" if (p.mlx_model_type in ARRAY_MASK_FAMILIES or e.kind in ("sliding", "chunked")) else "causal"
+                mk = "bool" if (traits_of(p.mlx_model_type).mask == "array" or e.kind in ("sliding", "chunked")) else "causal"
                 if mk == "bool":
                     key = (e.kind, st.kv_len)
                     if key not in seen:

@@ -158,23 +158,77 @@ class Text(_Strict):
                                         description="top-level fields the wrapper's args class requires")
 
 
+class Traits(_Strict):
+    """How the module computes a block where it differs from the llama shape: what the prefill peak's op
+    model (``peak/``) needs. Every trait defaults to the llama shape; each one selects an op list of the
+    model (the measurements behind each are in ``peak/ops/``'s comments)."""
+
+    qk_norm: Literal["none", "heads", "after_transpose"] = Field(
+        "none", description="q_norm / k_norm per head: 'heads' on (B, L, H, D); 'after_transpose' on the "
+                            "(B, H, L, D) transpose (RMSNorm first copies the non-contiguous view)")
+    gated_attention: bool = Field(False, description="q_proj also yields an output gate: o_proj(out * sigmoid(gate))")
+    sandwich_norm: bool = Field(False, description="pre- and post-norms around both blocks (four norms per layer)")
+    gelu_approx: bool = Field(False, description="MLP = down(gelu_approx(gate) * up), gelu_approx its own primitive")
+    softcap_attention: bool = Field(
+        False, description="attention written out in Python with tanh-capped logits (never mx.fast SDPA)")
+    fused_qkv: bool = Field(False, description="one fused q|k|v projection split into column views")
+    fused_gate_up: bool = Field(False, description="one fused gate|up projection split into column views")
+    expert_bias: bool = Field(False, description="MoE experts (SwitchGLU) carry a bias per expert and projection")
+    shared_expert: Literal["experts", "intermediate"] = Field(
+        "experts", description="shared-expert MLP width: moe_intermediate_size x n_shared_experts ('experts') or "
+                               "the model's intermediate_size ('intermediate': shared_expert_intermediate_size)")
+    mask: Literal["causal", "array"] = Field(
+        "causal", description="'array': attention always builds a bool mask array (return_array=True)")
+    mla: Literal["latent", "expanded"] = Field(
+        "latent", description="MLA attention: over the cached latent, or with the latent expanded into per-head "
+                              "keys / values before attention (and cached so)")
+    mixer: Literal["none", "gated_delta", "mamba2"] = Field(
+        "none", description="the op list of the state (recurrent) layers: gated DeltaNet or Mamba-2 (SSD)")
+    conv_state: Literal["contiguous", "view"] = Field(
+        "contiguous", description="'view': the new conv state is a slice view of the (K-1+S) x conv_dim "
+                                  "concatenation (keeps the whole buffer alive until the next call)")
+    state_bound: bool = Field(
+        True, description="False: the state layers' op model was measured UNDER the peak on some backend and no "
+                          "worst case covers it, so an unmeasured estimate is reported unknown, not a number")
+    separate_mlp: bool = Field(
+        False, description="attention, mixer and MLP are separate layers (a cache layer runs no MLP block)")
+
+
 class ModuleRecipe(_Strict):
-    """``profiles/mlx_lm/<module>.yaml``: one mlx-lm module as data."""
+    """``profiles/mlx_lm/<module>.yaml``: one mlx-lm module as data.
+
+    ``args``, ``layout`` and ``kinds`` are given together (an extraction recipe) or not at all: a file
+    without them holds only the module's compute ``traits`` while its extraction is still Python (or not
+    yet written)."""
 
     module: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]
     mlx_lm: str = Field(description="the mlx-lm version this recipe was read from and verified against")
-    args: Args
+    args: Args | None = None
     text: Text | None = Field(None, description="wrapper: where the language model's config is")
-    layout: Layout
-    kinds: dict[KindName, KindSpec] = Field(min_length=1)
+    layout: Layout | None = None
+    kinds: dict[KindName, KindSpec] | None = Field(None, min_length=1)
+    traits: Traits = Field(default_factory=Traits, description="compute traits for the prefill peak's op model")
     mla: list[Key] | None = Field(None, description="config keys of the MLA ranks (latent/indexer kinds)")
     ignores: dict[Key, Reason] = Field(default_factory=dict, description="config keys mlx-lm does not honour, and why")
     live: Live = Field(default_factory=Live)
     sources: list[Source] = Field(default_factory=list)
     notes: list[Reason] = Field(default_factory=list)
 
+    @property
+    def extracts(self) -> bool:
+        """True when the file is an extraction recipe (args, layout, kinds), not only traits."""
+        return self.layout is not None
+
     @model_validator(mode="after")
     def _kinds_known(self):
+        given = [n for n in ("args", "layout", "kinds") if getattr(self, n) is not None]
+        if given and len(given) != 3:
+            raise ValueError(f"args, layout and kinds are given together or not at all (got only {given})")
+        if not given:
+            if self.text is not None or self.mla or self.ignores or self.live != Live():
+                raise ValueError("a traits-only file (no args / layout / kinds) holds only module, mlx_lm, traits, "
+                                 "sources and notes")
+            return self
         missing = sorted(self.layout.kind_names() - set(self.kinds))
         if missing:
             raise ValueError(f"layout names kinds {missing} that 'kinds' does not define")
