@@ -71,22 +71,6 @@ SPECS: dict[str, ArgsSpec] = {
     "smollm3": _spec("smollm3.ModelArgs", _LLAMA_REQ, _LLAMA_DEF, "optional", True),
     "ministral3": _spec("ministral3.ModelArgs", _LLAMA_REQ, _LLAMA_DEF, "optional", True),
     "mistral3": _spec("mistral3.ModelArgs", "model_type text_config"),
-    "mistral4": _spec(
-        "mistral4.ModelArgs",
-        "model_type vocab_size hidden_size intermediate_size moe_intermediate_size num_hidden_layers "
-        "num_attention_heads num_key_value_heads n_shared_experts n_routed_experts routed_scaling_factor "
-        "kv_lora_rank q_lora_rank norm_topk_prob max_position_embeddings rms_norm_eps topk_group "
-        "num_experts_per_tok first_k_dense_replace n_group qk_rope_head_dim qk_nope_head_dim v_head_dim",
-        {"head_dim": None, "tie_word_embeddings": False}),
-    "qwen2": _spec("qwen2.ModelArgs", _LLAMA_REQ + " num_key_value_heads", {"tie_word_embeddings": True}, "derived"),
-    "qwen3": _spec(
-        "qwen3.ModelArgs",
-        _LLAMA_REQ + " num_key_value_heads max_position_embeddings head_dim tie_word_embeddings", {}, "explicit"),
-    "qwen3_moe": _spec(
-        "qwen3_moe.ModelArgs",
-        _LLAMA_REQ + " num_experts num_experts_per_tok decoder_sparse_step mlp_only_layers moe_intermediate_size "
-        "num_key_value_heads head_dim rope_theta tie_word_embeddings max_position_embeddings norm_topk_prob",
-        {}, "explicit"),
     "qwen3_next": _spec(
         "qwen3_next.ModelArgs",
         _LLAMA_REQ + " linear_num_value_heads linear_num_key_heads linear_key_head_dim linear_value_head_dim "
@@ -104,15 +88,7 @@ SPECS: dict[str, ArgsSpec] = {
          "tie_word_embeddings": False, "head_dim": None, "full_attention_interval": 4,
          "max_position_embeddings": 131072, "intermediate_size": 14336},
         "optional"),
-    "gemma": _spec("gemma.ModelArgs", _LLAMA_REQ + " head_dim num_key_value_heads", {}, "explicit"),
-    "gemma2": _spec("gemma2.ModelArgs", _LLAMA_REQ + " head_dim num_key_value_heads", {}, "explicit"),
     "gemma3": _spec("gemma3.ModelArgs", "model_type text_config", {"vocab_size": 262208}),
-    "gemma3_text": _spec(
-        "gemma3_text.ModelArgs", "model_type",
-        {"hidden_size": 1152, "num_hidden_layers": 26, "intermediate_size": 6912, "num_attention_heads": 4,
-         "head_dim": 256, "vocab_size": 262144, "num_key_value_heads": 1, "sliding_window": 512,
-         "sliding_window_pattern": 6, "max_position_embeddings": 32768},
-        "explicit"),
     "gpt_oss": _spec(
         "gpt_oss.ModelArgs", "",
         {"num_hidden_layers": 36, "num_local_experts": 128, "num_experts_per_tok": 4, "vocab_size": 201088,
@@ -126,20 +102,6 @@ SPECS: dict[str, ArgsSpec] = {
          "q_lora_rank": 1536, "qk_rope_head_dim": 64, "v_head_dim": 128, "qk_nope_head_dim": 128,
          "max_position_embeddings": 2048},
         "none"),
-    "deepseek_v3": _spec(
-        "deepseek_v3.ModelArgs", "",
-        {"vocab_size": 102400, "hidden_size": 4096, "intermediate_size": 11008, "moe_intermediate_size": 1407,
-         "num_hidden_layers": 30, "num_attention_heads": 32, "num_key_value_heads": 32, "kv_lora_rank": 512,
-         "q_lora_rank": 1536, "qk_rope_head_dim": 64, "v_head_dim": 128, "qk_nope_head_dim": 128,
-         "max_position_embeddings": 2048},
-        "none"),
-    "deepseek_v32": _spec(
-        "deepseek_v32.ModelArgs", "",
-        {"vocab_size": 102400, "hidden_size": 4096, "intermediate_size": 11008, "moe_intermediate_size": 1407,
-         "num_hidden_layers": 30, "num_attention_heads": 32, "num_key_value_heads": 32, "kv_lora_rank": 512,
-         "q_lora_rank": 1536, "qk_rope_head_dim": 64, "v_head_dim": 128, "qk_nope_head_dim": 128,
-         "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048, "max_position_embeddings": 2048},
-        "none"),
     "nemotron_h": _spec(
         "nemotron_h.ModelArgs",
         "model_type vocab_size hidden_size intermediate_size max_position_embeddings num_attention_heads "
@@ -148,14 +110,6 @@ SPECS: dict[str, ArgsSpec] = {
         {"hybrid_override_pattern": None, "layers_block_type": None, "layer_types": None,
          "num_hidden_layers": None, "head_dim": None},
         "optional"),
-    "phi3": _spec("phi3.ModelArgs", _LLAMA_REQ, {"num_key_value_heads": None, "tie_word_embeddings": False},
-                  "derived", True),
-    "mixtral": _spec(
-        "mixtral.ModelArgs", "model_type",
-        {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-         "num_attention_heads": 32, "num_experts_per_tok": 2, "num_key_value_heads": 8, "num_local_experts": 8,
-         "tie_word_embeddings": False},
-        "derived", True),
     "lfm2": _spec(
         "lfm2.ModelArgs",
         "model_type vocab_size hidden_size num_hidden_layers num_attention_heads num_key_value_heads "
@@ -164,50 +118,6 @@ SPECS: dict[str, ArgsSpec] = {
         {"full_attn_idxs": None, "layer_types": None, "block_ff_dim": None, "intermediate_size": None},
         "derived", True),
     "lfm2-vl": _spec("lfm2-vl.ModelArgs", "model_type text_config"),
-    "llama4": _spec("llama4.ModelArgs", "text_config model_type"),
-    "llama4.TextArgs": _spec(
-        "llama4.TextArgs",
-        "attention_bias attention_chunk_size head_dim hidden_size interleave_moe_layer_step intermediate_size "
-        "intermediate_size_mlp max_position_embeddings model_type num_attention_heads num_experts_per_tok "
-        "num_hidden_layers num_key_value_heads num_local_experts rms_norm_eps rope_scaling rope_theta "
-        "use_qk_norm vocab_size",
-        {}, "optional"),
-    # --- plain KVCache families (one KVCache per layer, no make_cache) -------------------------------
-    "llama4_text": _spec(
-        "llama4_text.ModelArgs",
-        "model_type hidden_size num_attention_heads num_hidden_layers vocab_size intermediate_size "
-        "intermediate_size_mlp num_key_value_heads rms_norm_eps rope_theta head_dim tie_word_embeddings "
-        "no_rope_layers use_qk_norm",
-        {}, "explicit"),
-    "qwen2_moe": _spec(
-        "qwen2_moe.ModelArgs",
-        _LLAMA_REQ + " num_experts_per_tok num_experts moe_intermediate_size shared_expert_intermediate_size",
-        {"num_key_value_heads": None, "tie_word_embeddings": False}, "derived", True),
-    "olmo2": _spec("olmo2.ModelArgs", _LLAMA_REQ,
-                   {"head_dim": None, "num_key_value_heads": None, "tie_word_embeddings": True}, "optional", True),
-    "olmoe": _spec("olmoe.ModelArgs", _LLAMA_REQ + " num_experts num_experts_per_tok",
-                   {"head_dim": None, "num_key_value_heads": None, "tie_word_embeddings": True}, "optional", True),
-    "internlm3": _spec("internlm3.ModelArgs", _LLAMA_REQ, {"num_key_value_heads": None, "tie_word_embeddings": False},
-                       "derived", True),
-    "seed_oss": _spec("seed_oss.ModelArgs", _LLAMA_REQ + " num_key_value_heads head_dim",
-                      {"tie_word_embeddings": True}, "explicit"),
-    "mimo": _spec("mimo.ModelArgs", _LLAMA_REQ + " num_key_value_heads", {"tie_word_embeddings": False}, "derived"),
-    "starcoder2": _spec(
-        "starcoder2.ModelArgs",
-        "model_type hidden_size num_hidden_layers intermediate_size num_attention_heads num_key_value_heads",
-        {"vocab_size": 49152, "tie_word_embeddings": True}, "derived"),
-    "hunyuan_v1_dense": _spec(
-        "hunyuan_v1_dense.ModelArgs",
-        "model_type vocab_size hidden_size num_hidden_layers intermediate_size num_attention_heads "
-        "num_key_value_heads rms_norm_eps",
-        {"tie_word_embeddings": False, "head_dim": None}, "optional"),
-    "glm4_moe": _spec(
-        "glm4_moe.ModelArgs",
-        "model_type vocab_size hidden_size intermediate_size max_position_embeddings moe_intermediate_size "
-        "norm_topk_prob num_attention_heads n_group head_dim topk_group n_shared_experts n_routed_experts "
-        "routed_scaling_factor num_experts_per_tok first_k_dense_replace num_hidden_layers num_key_value_heads "
-        "rms_norm_eps rope_theta rope_scaling use_qk_norm tie_word_embeddings attention_bias partial_rotary_factor",
-        {}, "explicit"),
 }
 
 #: model_type values mlx-lm 0.32.2 has a module for, but whose cache layout this package does not model

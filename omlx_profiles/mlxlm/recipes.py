@@ -124,7 +124,10 @@ def canonical_view(rec: ModuleRecipe, data: dict) -> dict:
     return out
 
 
-def reader_for(rec: ModuleRecipe, data: dict, *, label: str, prefix: str = "") -> Reader:
+def reader_for(rec: ModuleRecipe, data: dict, *, label: str, prefix: str = "",
+               injected: dict | None = None) -> Reader:
+    """How ``rec``'s args class reads ``data`` (``injected``: values a wrapper's ``__post_init__`` puts into
+    the inner config, key -> (value, why))."""
     spec = args_spec(rec)
     defaults = dict(spec.defaults)
     for canon, key in rec.args.keys.items():
@@ -135,7 +138,7 @@ def reader_for(rec: ModuleRecipe, data: dict, *, label: str, prefix: str = "") -
         view = {k: v for k, v in view.items() if k != "num_key_value_heads"}
         defaults["num_key_value_heads"] = None
     spec = ArgsSpec(spec.cls, spec.required, defaults, spec.head_dim, spec.kv_from_heads or rec.args.mha)
-    return Reader(view, label=label, prefix=prefix, spec=spec, module=rec.module)
+    return Reader(view, label=label, prefix=prefix, spec=spec, module=rec.module, injected=injected)
 
 
 def _modulo_kinds(m: Modulo, n: int, r: Reader) -> tuple[list[str], str]:
@@ -255,7 +258,10 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
         d.put("num_layers", len(names), r.where(rec.layout.count))
         d.per_layer = [("none", {"kind": "none"}) if k == "none" else (k, built[k]) for k in names]
         d.prov["layers"] = f"module recipe profiles/mlx_lm/{rec.module}.yaml: {why}"
-        for key, reason in rec.ignores.items():
+        for key, ign in rec.ignores.items():
+            reason = ign if isinstance(ign, str) else ign.reason
+            if not isinstance(ign, str) and ign.unless is not None and r.data.get(ign.unless) is False:
+                continue
             if r.data.get(key) is not None:
                 d.notes.append(f"{c.label}: {r.prefix}{key} = {shown(r.data[key])} is ignored by mlx-lm's "
                                f"{rec.module}.py: {reason}")

@@ -192,28 +192,9 @@ def _window(c: Ctx, key: str = "sliding_window") -> int:
     return w
 
 
-def _ignored_window(c: Ctx, why: str) -> None:
-    w = c.r.data.get("sliding_window")
-    if w is not None and not (c.r.data.get("use_sliding_window") is False):
-        c.d.notes.append(f"{c.label}: {c.r.prefix}sliding_window = {w} is ignored by mlx-lm 0.32 ({why}): "
-                         "every layer keeps an unbounded KVCache")
-
-
 # --------------------------------------------------------------------------------------------------
 # families
 # --------------------------------------------------------------------------------------------------
-
-
-def rule_plain(c: Ctx) -> None:
-    """One ``KVCache`` per layer (the module defines no ``make_cache``)."""
-    n = _num_layers(c)
-    n_q, n_kv = _heads(c)
-    _head_dim(c, n_q)
-    c.d.per_layer = [("full", _full())] * n
-    c.d.prov["layers"] = (f"mlx-lm {c.module}.py has no make_cache: make_prompt_cache gives one KVCache per layer "
-                          f"({c.r.where('num_hidden_layers')})")
-    if c.module in ("gemma2", "phi3", "mixtral", "qwen2", "qwen3", "qwen3_moe", "qwen2_moe", "starcoder2"):
-        _ignored_window(c, f"{c.module}.py has no sliding-window cache")
 
 
 def rule_llama_like(c: Ctx, *, honour_sliding: bool = True, who: str | None = None) -> None:
@@ -269,23 +250,6 @@ def rule_llama(c: Ctx) -> None:
 
 def rule_smollm3(c: Ctx) -> None:
     rule_llama_like(c, honour_sliding=False, who="smollm3.py")
-
-
-def rule_gemma3_text(c: Ctx) -> None:
-    """``i % sliding_window_pattern == p - 1`` -> KVCache, else ``RotatingKVCache(sliding_window)``."""
-    r, d = c.r, c.d
-    n = _num_layers(c)
-    n_q, n_kv = _heads(c)
-    _head_dim(c, n_q)
-    p = r.int("sliding_window_pattern")
-    w = r.int("sliding_window")
-    d.per_layer = [("full", _full()) if i % p == p - 1 else ("sliding", {"kind": "sliding", "window": w})
-                   for i in range(n)]
-    d.prov["layers"] = (f"gemma3_text.make_cache: layer i is full iff i % {p} == {p - 1} "
-                        f"({r.where('sliding_window_pattern')}); others RotatingKVCache({r.where('sliding_window')})")
-    if r.data.get("layer_types") is not None:
-        d.notes.append(f"{c.label}: {r.prefix}layer_types is ignored by mlx-lm's gemma3_text.py "
-                       "(it uses sliding_window_pattern)")
 
 
 def rule_gpt_oss(c: Ctx) -> None:
@@ -358,24 +322,6 @@ def rule_deepseek_v2(c: Ctx) -> None:
     d.put("v_head_dim", vd, r.where("v_head_dim"))
     d.per_layer = [("full", _full())] * n
     d.prov["layers"] = "deepseek_v2.py: one KVCache per layer holding expanded per-head keys and values"
-
-
-def rule_deepseek_v3(c: Ctx) -> None:
-    n = _num_layers(c)
-    mla = _mla(c)
-    _mla_heads(c, mla)
-    c.d.per_layer = [("latent", {"kind": "latent"})] * n
-    c.d.prov["layers"] = (f"{c.module}.py: one KVCache per layer holding the normalized latent (kv_lora_rank) as "
-                          "keys and the roped k_pe (qk_rope_head_dim) as values")
-
-
-def rule_deepseek_v32(c: Ctx) -> None:
-    n = _num_layers(c)
-    mla = _mla(c, index=True)
-    _mla_heads(c, mla)
-    c.d.per_layer = [("mla_dsa", [{"kind": "latent"}, {"kind": "indexer"}])] * n
-    c.d.prov["layers"] = ("deepseek_v32.make_cache: CacheList(KVCache latent, KVCache DSA indexer of "
-                          "index_head_dim keys + equal zero values) per layer")
 
 
 def _linear_state(c: Ctx) -> dict:
@@ -499,42 +445,21 @@ def rule_lfm2(c: Ctx) -> None:
     d.prov["layers"] = f"{where}; other layers: conv state ({r.where('conv_L_cache')}, {r.where('hidden_size')})"
 
 
-def rule_llama4(c: Ctx) -> None:
-    """``(i+1) % 4 != 0`` -> ``ChunkedKVCache(attention_chunk_size)``, else ``KVCache`` (llama4.py)."""
-    r, d = c.r, c.d
-    n = _num_layers(c)
-    n_q, n_kv = _heads(c)
-    _head_dim(c, n_q)
-    ch = r.int("attention_chunk_size")
-    d.per_layer = [("full", _full()) if (i + 1) % 4 == 0 else ("chunked", {"kind": "chunked", "chunk": ch})
-                   for i in range(n)]
-    d.prov["layers"] = f"llama4.make_cache: every 4th layer KVCache, others ChunkedKVCache({r.where('attention_chunk_size')})"
-
-
 # --------------------------------------------------------------------------------------------------
 # dispatch
 # --------------------------------------------------------------------------------------------------
-
-PLAIN = ("qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "phi3", "mixtral", "llama4_text", "qwen2_moe", "olmo2",
-         "olmoe", "internlm3", "seed_oss", "mimo", "starcoder2", "hunyuan_v1_dense", "glm4_moe")
 
 RULES: dict[str, Callable[[Ctx], None]] = {
     "llama": rule_llama,
     "ministral3": rule_llama,
     "smollm3": rule_smollm3,
-    "gemma3_text": rule_gemma3_text,
     "gpt_oss": rule_gpt_oss,
     "deepseek_v2": rule_deepseek_v2,
-    "deepseek_v3": rule_deepseek_v3,
-    "deepseek_v32": rule_deepseek_v32,
-    "mistral4": rule_deepseek_v3,
     "qwen3_next": rule_qwen3_next,
     "qwen3_5": rule_qwen3_next,
     "nemotron_h": rule_nemotron_h,
     "lfm2": rule_lfm2,
-    "llama4": rule_llama4,
-    **{m: rule_plain for m in PLAIN},
 }
 
 #: wrapper module -> how to find the text model: (args spec of the inner class, rule, injected defaults)
-WRAPPERS = ("gemma3", "mistral3", "qwen3_5", "qwen3_5_moe", "lfm2-vl", "llama4")
+WRAPPERS = ("gemma3", "mistral3", "qwen3_5", "qwen3_5_moe", "lfm2-vl")

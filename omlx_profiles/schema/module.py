@@ -194,6 +194,14 @@ class Traits(_Strict):
         False, description="attention, mixer and MLP are separate layers (a cache layer runs no MLP block)")
 
 
+class Ignore(_Strict):
+    """A config key mlx-lm does not honour, with a condition: no note when ``unless`` is false in the config
+    (the config itself already switches the ignored key off, e.g. ``use_sliding_window: false``)."""
+
+    reason: Reason
+    unless: Key | None = None
+
+
 class ModuleRecipe(_Strict):
     """``profiles/mlx_lm/<module>.yaml``: one mlx-lm module as data.
 
@@ -209,7 +217,8 @@ class ModuleRecipe(_Strict):
     kinds: dict[KindName, KindSpec] | None = Field(None, min_length=1)
     traits: Traits = Field(default_factory=Traits, description="compute traits for the prefill peak's op model")
     mla: list[Key] | None = Field(None, description="config keys of the MLA ranks (latent/indexer kinds)")
-    ignores: dict[Key, Reason] = Field(default_factory=dict, description="config keys mlx-lm does not honour, and why")
+    ignores: dict[Key, Reason | Ignore] = Field(
+        default_factory=dict, description="config keys mlx-lm does not honour, and why (said as a note when set)")
     live: Live = Field(default_factory=Live)
     sources: list[Source] = Field(default_factory=list)
     notes: list[Reason] = Field(default_factory=list)
