@@ -71,37 +71,7 @@ SPECS: dict[str, ArgsSpec] = {
     "smollm3": _spec("smollm3.ModelArgs", _LLAMA_REQ, _LLAMA_DEF, "optional", True),
     "ministral3": _spec("ministral3.ModelArgs", _LLAMA_REQ, _LLAMA_DEF, "optional", True),
     "mistral3": _spec("mistral3.ModelArgs", "model_type text_config"),
-    "qwen3_next": _spec(
-        "qwen3_next.ModelArgs",
-        _LLAMA_REQ + " linear_num_value_heads linear_num_key_heads linear_key_head_dim linear_value_head_dim "
-        "linear_conv_kernel_dim num_experts num_experts_per_tok decoder_sparse_step shared_expert_intermediate_size "
-        "mlp_only_layers moe_intermediate_size num_key_value_heads rope_theta partial_rotary_factor "
-        "max_position_embeddings head_dim",
-        {"tie_word_embeddings": False, "full_attention_interval": 4}, "explicit"),
-    "qwen3_5": _spec("qwen3_5.ModelArgs", "model_type text_config"),
-    "qwen3_5_moe": _spec("qwen3_5_moe.ModelArgs", "model_type text_config"),
-    "qwen3_5.TextModelArgs": _spec(
-        "qwen3_5.TextModelArgs", "",
-        {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 151936,
-         "num_key_value_heads": 8, "linear_num_value_heads": 64, "linear_num_key_heads": 16,
-         "linear_key_head_dim": 192, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
-         "tie_word_embeddings": False, "head_dim": None, "full_attention_interval": 4,
-         "max_position_embeddings": 131072, "intermediate_size": 14336},
-        "optional"),
     "gemma3": _spec("gemma3.ModelArgs", "model_type text_config", {"vocab_size": 262208}),
-    "gpt_oss": _spec(
-        "gpt_oss.ModelArgs", "",
-        {"num_hidden_layers": 36, "num_local_experts": 128, "num_experts_per_tok": 4, "vocab_size": 201088,
-         "hidden_size": 2880, "intermediate_size": 2880, "head_dim": 64, "num_attention_heads": 64,
-         "num_key_value_heads": 8, "sliding_window": 128, "layer_types": None},
-        "explicit"),
-    "deepseek_v2": _spec(
-        "deepseek_v2.ModelArgs", "",
-        {"vocab_size": 102400, "hidden_size": 4096, "intermediate_size": 11008, "moe_intermediate_size": 1407,
-         "num_hidden_layers": 30, "num_attention_heads": 32, "num_key_value_heads": 32, "kv_lora_rank": 512,
-         "q_lora_rank": 1536, "qk_rope_head_dim": 64, "v_head_dim": 128, "qk_nope_head_dim": 128,
-         "max_position_embeddings": 2048},
-        "none"),
     "nemotron_h": _spec(
         "nemotron_h.ModelArgs",
         "model_type vocab_size hidden_size intermediate_size max_position_embeddings num_attention_heads "
@@ -110,13 +80,6 @@ SPECS: dict[str, ArgsSpec] = {
         {"hybrid_override_pattern": None, "layers_block_type": None, "layer_types": None,
          "num_hidden_layers": None, "head_dim": None},
         "optional"),
-    "lfm2": _spec(
-        "lfm2.ModelArgs",
-        "model_type vocab_size hidden_size num_hidden_layers num_attention_heads num_key_value_heads "
-        "max_position_embeddings norm_eps conv_bias conv_L_cache block_dim block_multiple_of "
-        "block_ffn_dim_multiplier block_auto_adjust_ff_dim",
-        {"full_attn_idxs": None, "layer_types": None, "block_ff_dim": None, "intermediate_size": None},
-        "derived", True),
     "lfm2-vl": _spec("lfm2-vl.ModelArgs", "model_type text_config"),
 }
 

@@ -189,6 +189,10 @@ def _layer_types_kinds(lt: LayerTypes, n: int, r: Reader, module: str) -> tuple[
             raise UnsupportedError(f"unsupported: model_type {shown(module)}: the config has no {r.prefix}{lt.key}, "
                                    f"and mlx-lm's {r.spec.cls} has no default layout (it fails)")
         return [lt.default] * n, f"no {lt.key}: every layer {lt.default}"
+    missing = [t for t in lt.requires if t not in types]
+    if missing:
+        raise UnsupportedError(f"unsupported: model_type {shown(module)}: {r.prefix}{lt.key} has no {missing} entry; "
+                               f"mlx-lm's {module}.py looks up the first one (list.index raises ValueError)")
     if lt.length:
         n = len(types)
     if len(types) < n:
@@ -449,6 +453,8 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
               and r.raw(lt.key, None) is not None else r.where(rec.layout.count))
         d.per_layer = [("none", {"kind": "none"}) if k == "none" else (k, built[k]) for k in names]
         d.prov["layers"] = f"module recipe profiles/mlx_lm/{rec.module}.yaml: {why}"
+        if rec.traits.sinks:
+            d.put("attention_sinks", True, f"profiles/mlx_lm/{rec.module}.yaml traits: per-head attention sinks")
         for key, ign in rec.ignores.items():
             reason = ign if isinstance(ign, str) else ign.reason
             if not isinstance(ign, str) and ign.unless is not None and r.data.get(ign.unless) is False:

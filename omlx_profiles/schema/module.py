@@ -141,6 +141,9 @@ class LayerTypes(_Strict):
     default: Modulo | KindName | None = Field(
         description="layout when the config has no layer_types (null: mlx-lm has none and fails)")
     length: bool = Field(False, description="mlx-lm builds one layer per entry: the count key is not read")
+    requires: list[str] = Field(
+        default_factory=list, description="entries mlx-lm looks up with list.index (e.g. the first full-attention "
+                                          "layer's mask): a config whose list lacks one fails to load")
 
     def kinds(self) -> set[str]:
         out = set(self.map.values()) | ({self.other} if self.other else set())
@@ -291,8 +294,8 @@ class Traits(_Strict):
     mla: Literal["latent", "expanded"] = Field(
         "latent", description="MLA attention: over the cached latent, or with the latent expanded into per-head "
                               "keys / values before attention (and cached so)")
-    mixer: Literal["none", "gated_delta", "mamba2"] = Field(
-        "none", description="the op list of the state (recurrent) layers: gated DeltaNet or Mamba-2 (SSD)")
+    mixer: Literal["none", "gated_delta", "ssd"] = Field(
+        "none", description="the op list of the state (recurrent) layers: gated DeltaNet, or Mamba-2's SSD (ssm_attn)")
     conv_state: Literal["contiguous", "view"] = Field(
         "contiguous", description="'view': the new conv state is a slice view of the (K-1+S) x conv_dim "
                                   "concatenation (keeps the whole buffer alive until the next call)")
@@ -301,6 +304,8 @@ class Traits(_Strict):
                           "worst case covers it, so an unmeasured estimate is reported unknown, not a number")
     separate_mlp: bool = Field(
         False, description="attention, mixer and MLP are separate layers (a cache layer runs no MLP block)")
+    sinks: bool = Field(False, description="per-head attention sinks (the profile's attention_sinks): SDPA takes "
+                                           "the sinks route")
 
 
 class Ignore(_Strict):

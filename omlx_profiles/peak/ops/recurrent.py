@@ -100,7 +100,7 @@ def linear_attention_items(p: Profile, lt: LayerType, entry: CacheEntry, step: E
             items.append(Item("o_proj", S * h * s, 1, elems=S * nvdv + h * nvdv))
             items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
         return items
-    if mixer == "mamba2":
+    if mixer == "ssd":
         heads = d.ssm_shape[0]
         items.append(Item("mamba.in_proj", S * (d.conv_dim + nvdv + heads) * s, 1,
                           elems=S * h + h * (d.conv_dim + nvdv + heads)))
@@ -142,7 +142,7 @@ def unverified_peak(p: Profile, routes: KernelRoutes) -> str | None:
     2048 and 0.85 / 0.85 / 0.90 at steps 1024 and 4096 (estimates written before measuring)."""
     if routes.executor.graph_commit is None:
         return None
-    if traits_of(p.mlx_model_type).mixer == "mamba2" and any(e.kind == "state" for lt in p.layer_types.values() for e in lt.entries):
+    if traits_of(p.mlx_model_type).mixer == "ssd" and any(e.kind == "state" for lt in p.layer_types.values() for e in lt.entries):
         return ("unsupported: the CUDA prefill peak of Mamba2 (ssm_attn) layers is not verified: modelled op by op it "
                 "was 1.10-1.13 of the peak measured for Nemotron-H-56B on an H200 at prefill step 2048 but 0.85-0.90 at "
                 "steps 1024 and 4096 (benchmarks/cuda/README.md); KV and state bytes stay exact")
