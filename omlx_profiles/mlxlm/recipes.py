@@ -115,13 +115,28 @@ def args_spec(rec: ModuleRecipe) -> ArgsSpec:
     return ArgsSpec(a.cls, frozenset(a.required), dict(a.defaults), a.head_dim, a.kv_from_heads)
 
 
+_ABSENT = object()
+
+
+def _at_path(data: dict, path: str) -> Any:
+    """``data[a][b]`` for the key path ``a.b`` (``_ABSENT`` when a step is missing or not an object)."""
+    cur: Any = data
+    for part in path.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return _ABSENT
+        cur = cur[part]
+    return cur
+
+
 def canonical_view(rec: ModuleRecipe, data: dict) -> dict:
     """The config with the module's renamed keys under the canonical names the readers use (gpt2's
-    ``n_layer`` as ``num_hidden_layers``); the original keys stay too."""
+    ``n_layer`` as ``num_hidden_layers``, dbrx's ``attn_config.kv_n_heads`` as ``num_key_value_heads``);
+    the original keys stay too."""
     out = dict(data)
     for canon, key in rec.args.keys.items():
-        if key in data and canon not in data:
-            out[canon] = data[key]
+        v = _at_path(data, key)
+        if v is not _ABSENT and canon not in data:
+            out[canon] = v
     return out
 
 
@@ -307,8 +322,10 @@ def layer_kind_names(rec: ModuleRecipe, r: Reader) -> tuple[list[str], str]:
     return kinds, why
 
 
-def _first(r: Reader, keys: list[str]) -> tuple[int | None, str]:
+def _first(r: Reader, keys: list) -> tuple[int | None, str]:
     for k in keys:
+        if isinstance(k, int):  # a constant of the module
+            return k, f"{r.module}.py (constant {k})"
         v = r.int(k, allow_none=True, required=False)
         if v is not None:
             return v, r.where(k)
@@ -390,10 +407,11 @@ def _cache_spec(kr: KindRecipe, r: Reader, d, model_kv: int | None, model_hd: in
             if v != model:
                 s[field] = v
     if kr.cache == "sliding":
-        w = r.int(kr.window, allow_none=True, required=False)
+        wkeys = kr.window if isinstance(kr.window, list) else [kr.window]
+        w, _ = _first(r, wkeys)
         if w is None:
             raise UnsupportedError(
-                f"unsupported: model_type {shown(r.module)}: sliding layers need {r.prefix}{kr.window}, and the "
+                f"unsupported: model_type {shown(r.module)}: sliding layers need {r.prefix}{' or '.join(wkeys)}, and the "
                 "config gives none (mlx-lm would build RotatingKVCache(max_size=None) and fail on the first update)")
         s["window"] = w
     if kr.cache == "chunked":
@@ -451,6 +469,8 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
         lt = rec.layout.layer_types
         d.put("num_layers", len(names), f"= len({r.where(lt.key)})" if lt is not None and lt.length
               and r.raw(lt.key, None) is not None else r.where(rec.layout.count))
+        if rec.kv_bits_fails:
+            d.put("kv_bits_fails", rec.kv_bits_fails, f"module recipe profiles/mlx_lm/{rec.module}.yaml")
         d.per_layer = [("none", {"kind": "none"}) if k == "none" else (k, built[k]) for k in names]
         d.prov["layers"] = f"module recipe profiles/mlx_lm/{rec.module}.yaml: {why}"
         if rec.traits.sinks:
@@ -486,10 +506,20 @@ def live_config(rec: ModuleRecipe, *, probe_head_dim: bool = True) -> dict:
     """The tiny config of ``rec``'s live check: generic tiny dims under the module's key names, the
     recipe's ``live.config`` on top, ``model_type`` = the module."""
     cfg: dict[str, Any] = {"model_type": rec.module}
+    nested: dict[str, Any] = {}
     for k, v in TINY.items():
         if not (rec.args.mha and k == "num_key_value_heads"):
-            cfg[rec.args.keys.get(k, k)] = copy.deepcopy(v)
+            key = rec.args.keys.get(k, k)
+            (nested if "." in key else cfg)[key] = copy.deepcopy(v)
     cfg.update(copy.deepcopy(rec.live.config))
+    for path, v in nested.items():  # a tiny dim at a nested key path, unless live.config set it
+        *outer, last = path.split(".")
+        cur = cfg
+        for part in outer:
+            cur = cur.setdefault(part, {})
+            if not isinstance(cur, dict):
+                raise ProfileError(f"profiles/mlx_lm/{rec.module}.yaml: live.config {part} must be an object")
+        cur.setdefault(last, v)
     hd_key = rec.args.keys.get("head_dim", "head_dim")
     if probe_head_dim and rec.args.head_dim != "explicit" and hd_key not in cfg:
         # A head_dim unlike hidden // heads (128 // 4 = 32; 64 keeps kv_bits groups of 32 and 64 whole), so the live check tells "optional" (mlx-lm uses

@@ -81,6 +81,7 @@ class Profile:
     tie_word_embeddings: bool | None = None
     max_context: int | None = None
     attention_sinks: bool = False
+    kv_bits_fails: str | None = None  # why mlx-lm crashes with a quantized KV cache (kv_report refuses kv_bits)
     # a pipeline stage that sends its output to the next stage (mlx-lm's PipelineMixin: every rank but 0)
     # computes its last layer in every prefill chunk; a whole model leaves it to the cache update only
     sends_output: bool = False
@@ -128,6 +129,7 @@ class Profile:
             tie_word_embeddings=v.tie_word_embeddings,
             max_context=v.max_context,
             attention_sinks=bool(v.attention_sinks),
+            kv_bits_fails=v.kv_bits_fails,
             mla=v.mla,
             moe=v.moe,
             weights=v.weights,

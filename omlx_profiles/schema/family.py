@@ -217,6 +217,9 @@ class VariantDefaults(Strict):
     dtype: DType | None = None
     max_context: PosInt | None = None
     attention_sinks: bool | None = None
+    kv_bits_fails: Annotated[str, Field(min_length=3, max_length=600)] | None = Field(
+        None, description="why mlx-lm's module crashes once the KV cache is quantized (kv_bits): the estimate "
+                          "refuses kv_bits for this model instead of giving a number mlx-lm never reaches")
     mla: MLA | None = None
     moe: MoE | None = None
     layers: Layers | None = None

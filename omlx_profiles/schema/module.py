@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from .formula import FormulaError, parse as parse_formula
 
 Key = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=80)]
+#: a config key, or a dotted path into a nested object of the config (dbrx ``attn_config.kv_n_heads``)
+KeyPath = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,3}$", max_length=160)]
 KindName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_*.-]+$", min_length=1, max_length=40)]
 Reason = Annotated[str, Field(min_length=3, max_length=600)]
 
@@ -42,8 +44,9 @@ class Args(_Strict):
     mha: bool = Field(False, description="the module has no KV-head field: every attention head has its own K/V "
                                          "(a config num_key_value_heads is ignored)")
     keys: dict[Literal["num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size",
-                       "head_dim", "vocab_size", "intermediate_size", "max_position_embeddings"], Key] = Field(
-        default_factory=dict, description="canonical name -> this module's config key (gpt2: n_layer, ...)")
+                       "head_dim", "vocab_size", "intermediate_size", "max_position_embeddings"], KeyPath] = Field(
+        default_factory=dict, description="canonical name -> this module's config key (gpt2: n_layer, ...), or a "
+                                          "dotted path into a nested config object (dbrx: attn_config.kv_n_heads)")
 
 
 def _formula(v: Any) -> Any:
@@ -80,12 +83,16 @@ class KindRecipe(_Strict):
     """One layer kind: which cache class, and which config keys give its widths (default: the model's)."""
 
     cache: Literal["full", "sliding", "chunked", "latent", "indexer", "none", "state"]
-    window: Key | None = Field(None, description="sliding: the config key of RotatingKVCache max_size")
+    window: Key | Annotated[list[Key], Field(min_length=1, max_length=4)] | None = Field(
+        None, description="sliding: the config key of RotatingKVCache max_size; a list: keys tried in order, the "
+                          "first non-null wins (plamo3: sliding_window overrides window_size)")
     chunk: Key | None = Field(None, description="chunked: the config key of ChunkedKVCache chunk_size")
-    num_kv_heads: list[Key] | None = Field(
-        None, description="config keys tried in order for this kind's KV heads (first non-null wins)")
+    num_kv_heads: list[Key | Annotated[int, Field(strict=True, gt=0)]] | None = Field(
+        None, description="config keys tried in order for this kind's KV heads (first non-null wins); an integer "
+                          "is a constant of the module (gpt_bigcode's multi-query attention: 1)")
     num_kv_heads_if: Key | None = Field(
-        None, description="num_kv_heads applies only when this config flag is true (gemma4 attention_k_eq_v)")
+        None, description="num_kv_heads applies only when this config flag is true (gemma4 attention_k_eq_v); "
+                          "the module's default for the flag counts when the config omits it")
     head_dim: list[Key] | None = Field(None, description="config keys tried in order for this kind's head width")
     num_kv_heads_is: Formula | None = Field(
         None, description="this kind's KV heads as an integer or formula (recurrent_gemma: 1), over num_kv_heads")
@@ -254,6 +261,10 @@ class Live(_Strict):
     """The live check: config keys over the generic tiny model (hidden 64, 4 heads, 2 KV heads, ...)."""
 
     config: dict[Key, Any] = Field(default_factory=dict)
+    also: list[dict[Key, Any]] = Field(
+        default_factory=list, max_length=4,
+        description="further overlays over config, each checked too (N 1/255/256/257, both schedules): the other "
+                    "branch of a flag, an alternative key (gpt_bigcode multi_query: false)")
     top: dict[Key, Any] = Field(default_factory=dict, description="wrapper: top-level keys beside the text config")
     kv_bits: bool = Field(True, description="False: a cache kind has no to_quantized (or crashes), skip kv_bits runs")
     long: bool = Field(True, description="run N=3000 (cheap enough on MLX CPU)")
@@ -359,6 +370,9 @@ class ModuleRecipe(_Strict):
     attention: Attention | None = Field(None, description="attention widths computed from other keys (expanded MLA)")
     ignores: dict[Key, Reason | Ignore] = Field(
         default_factory=dict, description="config keys mlx-lm does not honour, and why (said as a note when set)")
+    kv_bits_fails: Reason | None = Field(
+        None, description="why the module crashes once its KV cache is quantized (kv_bits): the extracted profile "
+                          "carries it and the estimate refuses kv_bits; the live check requires mlx-lm to fail too")
     live: Live = Field(default_factory=Live)
     sources: list[Source] = Field(default_factory=list)
     notes: list[Reason] = Field(default_factory=list)
@@ -374,7 +388,8 @@ class ModuleRecipe(_Strict):
         if given and len(given) != 3:
             raise ValueError(f"args, layout and kinds are given together or not at all (got only {given})")
         if not given:
-            if self.text is not None or self.mla or self.ignores or self.live != Live() or self.dims or self.attention:
+            if self.text is not None or self.mla or self.ignores or self.live != Live() or self.dims or self.attention \
+                    or self.kv_bits_fails:
                 raise ValueError("a traits-only file (no args / layout / kinds) holds only module, mlx_lm, traits, "
                                  "sources and notes")
             return self
