@@ -26,8 +26,10 @@ ALLOWED: dict[str, tuple[int, str]] = {
                                "gpt_oss sinks, deepseek_v2, qwen3_next, nemotron_h, lfm2) and the wrapper list"),
     "extraction/from_config.py": (13, "the wrapper readers (gemma3, mistral3, qwen3_5, lfm2-vl) that inject defaults "
                                       "into their text config"),
-    "mlxlm/to_config.py": (51, "profile -> mlx-lm config for the registry families' live tests (the second "
-                               "interpreter covers recipes only)"),
+    "mlxlm/to_config.py": (29, "profile -> mlx-lm config for the registry families' live tests: the table of "
+                               "builders (the second interpreter, live_config, covers recipes' tiny configs only)"),
+    "mlxlm/to_config_attention.py": (16, "the per-family builders of to_config (real dims from a profile)"),
+    "mlxlm/to_config_hybrid.py": (6, "the per-family builders of to_config (real dims from a profile)"),
     "live/build.py": (26, "the live model builder's per-family head-dim and MLA tables (registry families)"),
     "live/_resolve.py": (37, "the live resolver's per-family readers (registry families)"),
     "mlxlm/coverage.py": (10, "unsupported-module reasons and live routes of the coverage table"),
