@@ -148,7 +148,7 @@ def _text_reader(top: dict, module: str, model_type: str, label: str) -> tuple[R
                 inner = recipe("mistral4")
                 return reader_for(inner, tc, label=label, prefix=prefix, injected=inj), recipe_rule(inner), tmt, notes
             inner = "ministral3" if tmt == "ministral3" else "llama"
-            r = Reader(tc, label=label, prefix=prefix, spec=spec(inner), module=inner, injected=inj)
+            r = reader_for(recipe(inner), tc, label=label, prefix=prefix, injected=inj)
             return r, (lambda c: rule_llama_like(c, honour_sliding=False, who="mistral3.py")), tmt or inner, notes
         if module == "lfm2-vl":
             inj = {"tie_word_embeddings": (False, "lfm2-vl.ModelArgs.__post_init__ (tie_word_embeddings = False)")}

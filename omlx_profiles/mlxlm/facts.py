@@ -67,9 +67,7 @@ _LLAMA_DEF = {"head_dim": None, "num_key_value_heads": None, "tie_word_embedding
 
 #: Args classes by mlx-lm module (or ``module.Class`` for the inner class of a wrapper).
 SPECS: dict[str, ArgsSpec] = {
-    "llama": _spec("llama.ModelArgs", _LLAMA_REQ, _LLAMA_DEF, "optional", True),
     "smollm3": _spec("smollm3.ModelArgs", _LLAMA_REQ, _LLAMA_DEF, "optional", True),
-    "ministral3": _spec("ministral3.ModelArgs", _LLAMA_REQ, _LLAMA_DEF, "optional", True),
     "mistral3": _spec("mistral3.ModelArgs", "model_type text_config"),
     "gemma3": _spec("gemma3.ModelArgs", "model_type text_config", {"vocab_size": 262208}),
     "nemotron_h": _spec(

@@ -469,6 +469,11 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
         lt = rec.layout.layer_types
         d.put("num_layers", len(names), f"= len({r.where(lt.key)})" if lt is not None and lt.length
               and r.raw(lt.key, None) is not None else r.where(rec.layout.count))
+        given_n = r.data.get(rec.layout.count)
+        if lt is not None and lt.length and r.raw(lt.key, None) is not None and isinstance(given_n, int) \
+                and given_n != len(names):
+            d.notes.append(f"{c.label}: {r.prefix}{lt.key} has {len(names)} entries but {rec.layout.count} is "
+                           f"{given_n}; mlx-lm builds one block per {lt.key} entry")
         if rec.kv_bits_fails:
             d.put("kv_bits_fails", rec.kv_bits_fails, f"module recipe profiles/mlx_lm/{rec.module}.yaml")
         d.per_layer = [("none", {"kind": "none"}) if k == "none" else (k, built[k]) for k in names]
@@ -478,6 +483,8 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
         for key, ign in rec.ignores.items():
             reason = ign if isinstance(ign, str) else ign.reason
             if not isinstance(ign, str) and ign.unless is not None and r.data.get(ign.unless) is False:
+                continue
+            if not isinstance(ign, str) and ign.only_without is not None and r.data.get(ign.only_without) is not None:
                 continue
             given = r.data.get(key, getattr(r, "shadowed", {}).get(key))
             if given is not None:

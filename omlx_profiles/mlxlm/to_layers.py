@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import InputError, UnsupportedError
-from .config import MAX_DIM, MAX_LAYERS, Reader, shown, spec
-from .facts import MLX_LM_VERSION
+from .config import MAX_DIM, MAX_LAYERS, Reader, shown
 
 
 @dataclass
@@ -244,10 +243,6 @@ def rule_llama_like(c: Ctx, *, honour_sliding: bool = True, who: str | None = No
                                    f"{n_hidden} layers (smollm3.ModelArgs raises ValueError)")
 
 
-def rule_llama(c: Ctx) -> None:
-    rule_llama_like(c)
-
-
 def rule_smollm3(c: Ctx) -> None:
     rule_llama_like(c, honour_sliding=False, who="smollm3.py")
 
@@ -341,8 +336,6 @@ def rule_nemotron_h(c: Ctx) -> None:
 # --------------------------------------------------------------------------------------------------
 
 RULES: dict[str, Callable[[Ctx], None]] = {
-    "llama": rule_llama,
-    "ministral3": rule_llama,
     "smollm3": rule_smollm3,
     "nemotron_h": rule_nemotron_h,
 }

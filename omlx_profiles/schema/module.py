@@ -283,11 +283,15 @@ class Text(_Strict):
 
 
 class Ignore(_Strict):
-    """A config key mlx-lm does not honour, with a condition: no note when ``unless`` is false in the config
-    (the config itself already switches the ignored key off, e.g. ``use_sliding_window: false``)."""
+    """A config key mlx-lm does not honour, with conditions: no note when ``unless`` is false in the config
+    (the config itself already switches the ignored key off, e.g. ``use_sliding_window: false``), or when
+    ``only_without`` is given (the key is honoured through that one)."""
 
     reason: Reason
     unless: Key | None = None
+    only_without: Key | None = Field(
+        None, description="said only when this key is absent or null (llama: sliding_window matters only through "
+                          "layer_types)")
 
 
 class Attention(_Strict):
