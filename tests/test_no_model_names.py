@@ -20,11 +20,12 @@ PACKAGE = ROOT / "omlx_profiles"
 ALLOWED: dict[str, tuple[int, str]] = {
     "mlxlm/model_types.py": (150, "the table of mlx-lm 0.32.2's modules and remapping that index.yaml is generated "
                                   "from (tools/gen_module_index.py): data copied from mlx-lm, checked by a drift test"),
-    "mlxlm/facts.py": (47, "mlx-lm's MODEL_REMAPPING (drift-tested), the args classes of the modules whose "
-                           "extraction is still a hand-written rule, KNOWN_UNMODELLED reasons"),
-    "mlxlm/to_layers.py": (9, "hand-written rules not yet expressible as recipes (llama layer_types count, "
-                               "gpt_oss sinks, deepseek_v2, qwen3_next, nemotron_h, lfm2) and the wrapper list"),
-    "extraction/from_config.py": (13, "the wrapper readers (gemma3, mistral3, qwen3_5, lfm2-vl) that inject defaults "
+    "mlxlm/facts.py": (31, "mlx-lm's MODEL_REMAPPING (drift-tested) and the args classes of the modules whose "
+                           "extraction is still a hand-written rule or wrapper reader"),
+    "mlxlm/to_layers.py": (7, "hand-written rules not yet expressible as recipes (smollm3's honour-no-window "
+                              "layer_types and no_rope_layers check, nemotron_h's pattern with block-list fallbacks) "
+                              "and the wrapper list"),
+    "extraction/from_config.py": (13, "the wrapper readers (gemma3, mistral3, lfm2-vl) that inject defaults "
                                       "into their text config"),
     "mlxlm/to_config.py": (29, "profile -> mlx-lm config for the registry families' live tests: the table of "
                                "builders (the second interpreter, live_config, covers recipes' tiny configs only)"),
@@ -32,7 +33,8 @@ ALLOWED: dict[str, tuple[int, str]] = {
     "mlxlm/to_config_hybrid.py": (6, "the per-family builders of to_config (real dims from a profile)"),
     "live/build.py": (26, "the live model builder's per-family head-dim and MLA tables (registry families)"),
     "live/_resolve.py": (37, "the live resolver's per-family readers (registry families)"),
-    "mlxlm/coverage.py": (10, "unsupported-module reasons and live routes of the coverage table"),
+    "mlxlm/coverage.py": (3, "the lfm2-vl quirk (mlx-lm's module file is lfm2-vl.py, its model_type lfm2_vl "
+                             "cannot load) and a named live route for gemma3_text"),
     "compat/uniform.py": (1, "the oMLX facade's uniform profile is llama-shaped: it names the module whose op "
                              "list (no compute traits) its peak uses"),
 }

@@ -80,22 +80,3 @@ SPECS: dict[str, ArgsSpec] = {
         "optional"),
     "lfm2-vl": _spec("lfm2-vl.ModelArgs", "model_type text_config"),
 }
-
-#: model_type values mlx-lm 0.32.2 has a module for, but whose cache layout this package does not model
-#: (yet). They answer ``unsupported: ...`` with the reason instead of a number.
-KNOWN_UNMODELLED: dict[str, str] = {
-    "gemma3n": "KV sharing across layers (num_kv_shared_layers) is not modelled yet",
-    "gemma4": "KV sharing (num_kv_shared_layers) and global_head_dim layers are not modelled yet",
-    "gemma4_text": "KV sharing (num_kv_shared_layers) and global_head_dim layers are not modelled yet",
-    "falcon_h1": "CacheList(mamba state + KVCache) per layer is not modelled yet",
-    "jamba": "its SSM cache keeps a view of the per-token state buffer (persistent extra bytes) - not modelled",
-    "mamba": "Mamba-1 states are not modelled yet",
-    "mamba2": "Mamba-2-only models are not modelled yet",
-    "kimi_linear": "KDA + MLA hybrid layers are not modelled yet",
-    "minicpm3": "expanded MLA with v width hidden/heads is not modelled yet",
-    "recurrent_gemma": "recurrent blocks are not modelled yet",
-    "rwkv7": "RWKV states are not modelled yet",
-    "deepseek_v41": "its custom LayerCache (compressed KV + sliding window) is not modelled",
-    "granitemoehybrid": "mamba/attention hybrid layers are not modelled yet",
-    "plamo2": "mamba/attention hybrid layers are not modelled yet",
-}

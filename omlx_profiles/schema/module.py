@@ -340,6 +340,9 @@ class ModuleRecipe(_Strict):
     kv_bits_fails: Reason | None = Field(
         None, description="why the module crashes once its KV cache is quantized (kv_bits): the extracted profile "
                           "carries it and the estimate refuses kv_bits; the live check requires mlx-lm to fail too")
+    unsupported: Reason | None = Field(
+        None, description="why this project does not profile the module (its layout cannot be expressed, or it "
+                          "cannot be built and checked live here): a file without args / layout / kinds")
     live: Live = Field(default_factory=Live)
     sources: list[Source] = Field(default_factory=list)
     notes: list[Reason] = Field(default_factory=list)
@@ -354,6 +357,8 @@ class ModuleRecipe(_Strict):
         given = [n for n in ("args", "layout", "kinds") if getattr(self, n) is not None]
         if given and len(given) != 3:
             raise ValueError(f"args, layout and kinds are given together or not at all (got only {given})")
+        if given and self.unsupported:
+            raise ValueError("an extraction recipe (args, layout, kinds) cannot also be 'unsupported'")
         if not given:
             if self.text is not None or self.mla or self.ignores or self.live != Live() or self.dims or self.attention \
                     or self.kv_bits_fails:
