@@ -4,7 +4,7 @@
   ``profiles/kernels/*.yaml`` (+ tiled kernels an engine registers at runtime);
 * ``ops/``     - what one block allocates while it runs: ``items`` (the vocabulary: ``Item``, the call
   context, ``mx.fast`` op costs), ``attention``, ``mlp``, ``mla``, ``recurrent``; which op list a block
-  takes follows the module's compute traits (``profiles/mlx_lm/<module>.yaml`` ``traits:``, ``mlxlm.recipes.traits_of``);
+  takes follows the module's compute traits (``profiles/mlx_lm/<module>.yaml`` ``traits:``, ``mlxlm.recipe_files.traits_of``);
 * ``layers``   - one call's ordered items: embedding, every layer, the last token's logits;
 * ``executor`` - how many items are alive at once: the run-ahead window, CUDA graph commits;
 * ``prefill``  - a whole prompt: the per-call cache replay, the peak call, ``Breakdown`` / ``Request``;

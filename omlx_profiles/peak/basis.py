@@ -34,7 +34,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..registry.profile import Profile
 from .kernels import KernelRoutes, SdpaCall
-from ..mlxlm.recipes import traits_of
+from ..mlxlm.recipe_files import traits_of
 from .ops.attention import route_for
 from .ops.items import CallContext
 

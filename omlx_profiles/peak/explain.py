@@ -10,7 +10,7 @@ from ..units import format_bytes
 from .kernels import KernelRoutes, SdpaCall
 from .ops.attention import mask_kind, route_for
 from .ops.items import CallContext
-from ..mlxlm.recipes import traits_of
+from ..mlxlm.recipe_files import traits_of
 
 
 @dataclass(frozen=True)

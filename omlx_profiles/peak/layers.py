@@ -8,7 +8,7 @@ from .ops.items import CallContext, EntryStep, Item, fast_op
 from .ops.mla import mla_expanded_items, mla_latent_items
 from .ops.mlp import mlp_items
 from .ops.recurrent import linear_attention_items
-from ..mlxlm.recipes import traits_of
+from ..mlxlm.recipe_files import traits_of
 
 
 def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: CallContext, *, cache_only: bool,

@@ -27,7 +27,7 @@ from .kernels import KernelRoutes, tiled_state
 from .layers import dense_layer, embedding_items, layer_items, logits_items
 from .ops.items import CallContext, Item
 from .ops.recurrent import state_snapshot_bytes, unverified_peak
-from ..mlxlm.recipes import traits_of
+from ..mlxlm.recipe_files import traits_of
 from .replay import KV_SCALED_KINDS, EntryState, calls_of, entry_bytes, fill_prefix, scale_up
 
 # How many calls of a long prompt are evaluated: the peak call is always among the last ones (the held

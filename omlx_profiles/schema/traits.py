@@ -3,7 +3,7 @@
 Why data: which op list the prefill peak's model (``peak/``) uses for a block - q/k norms, sandwich norms,
 gelu_approx, Python softcap attention, fused projections, expert bias, the mask, expanded vs latent MLA,
 the state layers' mixer - is knowledge about one mlx-lm module, so it lives in that module's file; the
-peak code asks ``mlxlm.recipes.traits_of(model_type)`` and names no module.
+peak code asks ``mlxlm.recipe_files.traits_of(model_type)`` and names no module.
 """
 from __future__ import annotations
 

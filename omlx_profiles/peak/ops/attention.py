@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...registry.profile import CacheEntry, Profile
 from ..kernels import RouteDecision, SdpaCall
 from .items import CallContext, EntryStep, Item, fast_op
-from ...mlxlm.recipes import traits_of
+from ...mlxlm.recipe_files import traits_of
 
 
 _PYTHON_ATTENTION = RouteDecision("python-softcap", "fallback", None, None,

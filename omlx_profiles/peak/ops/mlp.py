@@ -4,7 +4,7 @@ from __future__ import annotations
 from ...errors import UnsupportedError
 from ...registry.profile import Profile
 from .items import CallContext, Item, fast_op
-from ...mlxlm.recipes import traits_of
+from ...mlxlm.recipe_files import traits_of
 
 
 def mlp_items(p: Profile, ctx: CallContext, *, moe: bool) -> list[Item]:

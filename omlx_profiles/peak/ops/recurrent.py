@@ -10,7 +10,7 @@ from ...errors import UnsupportedError
 from ...registry.profile import CacheEntry, LayerType, Profile
 from ..kernels import KernelRoutes
 from .items import CallContext, EntryStep, Item, fast_op
-from ...mlxlm.recipes import traits_of
+from ...mlxlm.recipe_files import traits_of
 
 
 @dataclass(frozen=True, slots=True)
