@@ -165,10 +165,10 @@ def _text_reader(top: dict, module: str, model_type: str, label: str) -> tuple[R
             return r, rule_llama4, tmt, notes
     rec = recipe(module) if (module not in RULES or module in PLAIN) and module not in WRAPPERS else None
     if rec is not None:  # a module recipe (profiles/mlx_lm/<module>.yaml): data, no Python per module
-        key = text_config_key(top)
-        if key:
-            notes.append(f"{label}: has a {key}, but mlx-lm's {module}.py reads the top-level keys; so does this")
         if rec.text is None:
+            key = text_config_key(top)
+            if key:  # a wrapper recipe reads its text config (below): the note is for top-level readers only
+                notes.append(f"{label}: has a {key}, but mlx-lm's {module}.py reads the top-level keys; so does this")
             return reader_for(rec, top, label=label), recipe_rule(rec), None, notes
         missing = sorted(k for k in rec.text.wrapper_required if k not in top)
         tk = rec.text.key

@@ -142,7 +142,7 @@ def expected_entries(profile: Profile) -> list[tuple[int, str, tuple[CacheEntry,
 
 
 def _expected_class(ents: tuple[CacheEntry, ...]) -> str:
-    return "CacheList" if len(ents) > 1 else _CLASS_OF.get(ents[0].kind, ents[0].kind)
+    return "CacheList" if len(ents) > 1 or ents[0].in_list else _CLASS_OF.get(ents[0].kind, ents[0].kind)
 
 
 def compare_layout(profile: Profile, layout: list[dict], *, act_dtype: str | None = None, registry=None,

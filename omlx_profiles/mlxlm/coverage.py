@@ -44,6 +44,10 @@ UNSUPPORTED: dict[str, str] = {
     "iquestloopcoder": "2 x num_hidden_layers cache entries (all KVCaches, then all loop-window "
                        "RotatingKVCaches), not one entry (or CacheList) per layer",
     "nanbeige": "num_loops x num_hidden_layers cache entries (the layer stack is run num_loops times)",
+    "muse_spark": "its attention and MoE run mlx-lm's own Metal kernels (mlx_lm/kernels: qk_norm_rope, "
+                  "expert_routing, ... via mx.fast.metal_kernel), so the live check cannot build and run it on the "
+                  "CPU (or CUDA) backends this project verifies on; the layout (layer_types 'sliding_attention' -> "
+                  "RotatingKVCache(sliding_window), else KVCache) is plain",
 }
 
 
