@@ -27,7 +27,7 @@ from ..extraction.match import hashable, ranges
 from ..registry.profile import CacheEntry, Profile
 
 _CLASS_OF = {"full": "KVCache", "latent": "KVCache", "indexer": "KVCache", "sliding": "RotatingKVCache",
-             "chunked": "ChunkedKVCache", "state": "ArraysCache"}
+             "chunked": "ChunkedKVCache", "state": "ArraysCache", "none": "KVCache"}  # none: a slot entry
 
 
 class VerificationError(OmlxProfilesError):
@@ -135,7 +135,7 @@ def expected_entries(profile: Profile) -> list[tuple[int, str, tuple[CacheEntry,
     out = []
     for i, n in enumerate(profile.layer_names):
         ents = profile.layer_types[n].entries
-        if all(e.kind == "none" for e in ents):
+        if all(e.kind == "none" and not e.slot for e in ents):
             continue
         out.append((i, n, ents))
     return out
@@ -189,6 +189,10 @@ def compare_layout(profile: Profile, layout: list[dict], *, act_dtype: str | Non
                 continue
             if e.kind == "state":
                 _compare_state(profile, kname, j, sub, e, lv, act, idx, add)
+                continue
+            if e.kind == "none":  # a slot mlx-lm lists and nothing writes: it must stay empty
+                if lv.get("keys") or lv.get("values"):
+                    add(("layers", "kinds", kname) + sub, "empty (never written)", "keys/values", idx, "slot entry")
                 continue
             k, v = lv.get("keys"), lv.get("values")
             if not k or not v:

@@ -24,6 +24,7 @@ from ..registry.yaml_safe import load_yaml_file
 from ..schema.formula import evaluate, keys as formula_keys
 from ..schema.module import Chars, Cycle, Flags, Indices, KindRecipe, LayerTypes, Modulo, ModuleIndex, ModuleRecipe
 from .config import MAX_LAYERS, Reader, shown
+from . import per_layer as pl_
 from . import to_layers as tl  # the shared readers (heads, head dim, MLA ranks)
 from .facts import ArgsSpec
 
@@ -192,7 +193,11 @@ def _flags_kinds(fl: Flags, n: int, r: Reader, module: str) -> tuple[list[str], 
 
 
 def _layer_types_kinds(lt: LayerTypes, n: int, r: Reader, module: str) -> tuple[list[str], str]:
-    types = r.str_list(lt.key)
+    if lt.ints:
+        nums = r.int_list(lt.key)
+        types = None if nums is None else [str(x) for x in nums]
+    else:
+        types = r.str_list(lt.key)
     if types is None:
         if isinstance(lt.default, Flags):
             kinds, why = _flags_kinds(lt.default, n, r, module)
@@ -401,6 +406,8 @@ def _indexer_spec(kr: KindRecipe, r: Reader) -> dict:
 
 
 def _cache_spec(kr: KindRecipe, r: Reader, d, model_kv: int | None, model_hd: int | None) -> dict:
+    if kr.cache == "none" and kr.slot:
+        return {"kind": "none", "slot": True}
     if kr.cache in ("latent", "none"):
         return {"kind": kr.cache}
     if kr.cache == "indexer":
@@ -474,6 +481,11 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
     def rule(c) -> None:
         r, d = c.r, c.d
         names, why = layer_kind_names(rec, r)
+        pl, per = rec.layout.per_layer, None
+        if pl is not None:
+            names, per = pl_.resolve(pl, r, names)
+            if pl.kind_if:
+                why += "; layer i is " + ", else ".join(f"{k} where {p} is true" for p, k in pl.kind_if.items())
         specs = {k: (v if isinstance(v, list) else [v]) for k, v in rec.kinds.items()}
         used = set(names) - {"none"}
         caches = {c_.cache for k in used for c_ in specs[k]}
@@ -484,7 +496,10 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
         elif rec.mla:  # expanded MLA: full caches, the ranks only for the peak model
             tl._mla(c)
         if caches & {"full", "sliding", "chunked"}:
-            n_q, n_kv = tl._heads(c)
+            if pl is not None and (pl.num_kv_heads is not None or pl.num_heads is not None):
+                n_q, n_kv = pl_.model_heads(c, pl, per)
+            else:
+                n_q, n_kv = tl._heads(c)
             hd = tl._head_dim(c, n_q)
             if rec.attention is not None:
                 n_kv, hd = _attention_dims(rec, r, d, n_kv, hd)
@@ -498,6 +513,8 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
         if rec.kv_bits_fails:
             d.put("kv_bits_fails", rec.kv_bits_fails, f"module recipe profiles/mlx_lm/{rec.module}.yaml")
         d.per_layer = [("none", {"kind": "none"}) if k == "none" else (k, built[k]) for k in names]
+        if per is not None:
+            d.per_layer = pl_.specialise(d.per_layer, per, n_kv)
         d.prov["layers"] = f"module recipe profiles/mlx_lm/{rec.module}.yaml: {why}"
         for key, reason in rec.ignores.items():
             given = r.data.get(key, getattr(r, "shadowed", {}).get(key))

@@ -41,6 +41,7 @@ class CacheEntry:
     chunk: int = 0
     tensors: tuple[StateTensorSpec, ...] = ()
     in_list: bool = False  # inside an mlx-lm CacheList: kv quantization skips it
+    slot: bool = False  # kind none: mlx-lm still lists an (unwritten, empty) cache object for the layer
 
     @property
     def row_elements(self) -> int:
@@ -167,4 +168,4 @@ def _entry(s, v: CompleteVariant, in_list: bool) -> CacheEntry:
             tensors=tuple(StateTensorSpec(t.name, prod(t.shape), t.dtype) for t in s.tensors),
             in_list=in_list,
         )
-    return CacheEntry(kind="none", in_list=in_list)
+    return CacheEntry(kind="none", in_list=in_list, slot=bool(getattr(s, "slot", False)))

@@ -94,6 +94,8 @@ class KindRecipe(_Strict):
         None, description="num_kv_heads applies only when this config flag is true (gemma4 attention_k_eq_v); "
                           "the module's default for the flag counts when the config omits it")
     head_dim: list[Key] | None = Field(None, description="config keys tried in order for this kind's head width")
+    slot: bool = Field(False, description="cache: none only: mlx-lm still puts a cache object in the list for the "
+                                          "layer, and nothing writes it (nemotron-nas attention replaced by a linear)")
     num_kv_heads_is: Formula | None = Field(
         None, description="this kind's KV heads as an integer or formula (recurrent_gemma: 1), over num_kv_heads")
     head_dim_is: Formula | None = Field(None, description="this kind's head width as an integer or formula")
@@ -114,6 +116,8 @@ class KindRecipe(_Strict):
             raise ValueError("'window' is given exactly for cache: sliding")
         if (self.cache == "chunked") != (self.chunk is not None):
             raise ValueError("'chunk' is given exactly for cache: chunked")
+        if self.slot and self.cache != "none":
+            raise ValueError("'slot' applies to cache: none")
         return self
 
 
@@ -152,6 +156,8 @@ class LayerTypes(_Strict):
     default: Modulo | Flags | KindName | None = Field(
         description="layout when the config has no layer_types (null: mlx-lm has none and fails)")
     length: bool = Field(False, description="mlx-lm builds one layer per entry: the count key is not read")
+    ints: bool = Field(False, description="the list holds integers (mimo_v2_flash hybrid_layer_pattern, 1 = sliding): "
+                                          "map keys are their decimal strings ('0', '1')")
 
     def kinds(self) -> set[str]:
         out = set(self.map.values()) | ({self.other} if self.other else set())
@@ -238,6 +244,30 @@ class Flag(_Strict):
     kind: KindName = Field(description="every layer's kind when the flag is false")
 
 
+class PerLayer(_Strict):
+    """Values that differ from layer to layer, read for layer i: on a key path, a config value that is a LIST
+    is indexed by i (openelm ``num_kv_heads: [3, 3, 4, ...]``; nemotron-nas
+    ``block_configs.attention.n_heads_in_group``: entry i of block_configs, then its keys). A shorter list
+    than the layer count is an error (mlx-lm indexes it and fails too)."""
+
+    kind_if: dict[KeyPath, KindName] = Field(
+        default_factory=dict, description="boolean paths, in order: the first true for layer i makes it that kind "
+                                          "('none': no attention and no cache entry; nemotron-nas attention.no_op)")
+    num_kv_heads: Formula | None = Field(None, description="layer i's KV heads, a formula over (indexed) keys")
+    num_heads: Formula | None = Field(
+        None, description="layer i's query heads; the model-level num_heads is their largest (the peak model's "
+                          "bound)")
+
+    @model_validator(mode="after")
+    def _formulas(self):
+        for v in (self.num_kv_heads, self.num_heads):
+            if v is not None:
+                _formula(v)
+        if not self.kind_if and self.num_kv_heads is None and self.num_heads is None:
+            raise ValueError("give kind_if, num_kv_heads or num_heads")
+        return self
+
+
 class Layout(_Strict):
     """How ``make_cache`` lays caches over the layers (exactly one shape)."""
 
@@ -252,6 +282,7 @@ class Layout(_Strict):
     indices: Indices | None = None
     flag: Flag | None = Field(None, description="a switch that overrides the shape below when false")
     unless: NullGate | None = Field(None, description="a value that, when null, makes every layer one kind")
+    per_layer: PerLayer | None = Field(None, description="per-layer values over the shape (lists in the config)")
 
     @model_validator(mode="after")
     def _one(self):
@@ -279,6 +310,8 @@ class Layout(_Strict):
             out |= set(self.cycle.map.values()) | ({self.cycle.other} if self.cycle.other else set())
         if self.chars:
             out |= set(self.chars.map.values()) | {self.chars.other, self.chars.none}
+        if self.per_layer:
+            out |= set(self.per_layer.kind_if.values()) - {"none"}
         return out
 
 
