@@ -14,6 +14,7 @@ import warnings
 import pytest
 
 from omlx_profiles.extraction.from_config import extract_config
+from omlx_profiles.kv.bytes import kv_report
 from omlx_profiles.mlxlm.recipes import live_config, recipe, recipes
 
 pytest.importorskip("mlx.core")
@@ -41,10 +42,13 @@ def _expected(cfg: dict) -> list:
     return out
 
 
-def _live(cfg: dict) -> list:
+def _live(cfg: dict, *, empty: bool = True) -> list:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = build_model(cfg, "bfloat16")
+    cache = make_prompt_cache(model)
+    if empty:  # before the first call mlx-lm has allocated nothing: every ArraysCache slot is None
+        assert [c.nbytes for c in cache] == [0] * len(cache)
 
     def one(c):
         name = type(c).__name__
@@ -52,7 +56,7 @@ def _live(cfg: dict) -> list:
             return ("CacheList", tuple(one(x) for x in c.caches))
         return (name, len(c.cache) if name == "ArraysCache" else None)
 
-    return [one(c) for c in make_prompt_cache(model)]
+    return [one(c) for c in cache]
 
 
 def _cfg(module: str, **over) -> dict:
@@ -72,9 +76,11 @@ STATE_MODULES = sorted(m for m, r in recipes().items()
 
 @pytest.mark.parametrize("module", STATE_MODULES)
 def test_state_recipe_declares_every_arrays_cache_slot(module):
-    """Each state kind lists as many arrays as mlx-lm's ArraysCache(size) has slots, at every layer."""
+    """Each state kind lists as many arrays as mlx-lm's ArraysCache(size) has slots, at every layer; before the
+    first call the caches hold nothing, live and estimated."""
     cfg = _cfg(module)
     assert _expected(cfg) == _live(cfg)
+    assert kv_report(extract_config(cfg, dtype="bf16").profile(), 0).total == 0  # and the estimate agrees
 
 
 BRANCHES = [
@@ -95,10 +101,29 @@ BRANCHES = [
     # two sliding-window layers with their own heads
     ("baichuan_m1", {"sliding_window_layers": [0, 2]}),
     ("kimi_linear", {"linear_attn_config": {"kda_layers": [2], "num_heads": 2, "head_dim": 32}}),
+    # mamba_enabled false: every layer attention; mamba_step 4: attention iff i % 4 == 2
+    ("plamo2", {"mamba_enabled": False}),
+    ("plamo2", {"mamba_step": 4, "num_hidden_layers": 6}),
 ]
 
 
-@pytest.mark.parametrize("module,over", BRANCHES, ids=[b[0] for b in BRANCHES])
+@pytest.mark.parametrize("module,over", BRANCHES, ids=[f"{b[0]}-{i}" for i, b in enumerate(BRANCHES)])
 def test_layout_branch_matches_mlx_lm(module, over):
     cfg = _cfg(module, **over)
     assert _expected(cfg) == _live(cfg)
+
+
+def test_plamo2_with_too_few_layers_is_refused_and_mlx_lm_fails_too():
+    """plamo2 reads cache[mamba_step // 2] for the attention mask: with fewer layers mlx-lm raises, and the
+    recipe (``needs_residue``) refuses instead of answering."""
+    from omlx_profiles.errors import UnsupportedError
+    from omlx_profiles.live.probe import run_schedule
+
+    cfg = _cfg("plamo2", num_hidden_layers=1)
+    with pytest.raises(UnsupportedError, match="indexes layer 1"):
+        extract_config(cfg, dtype="bf16").profile()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = build_model(cfg, "bfloat16")
+    with pytest.raises(IndexError):
+        run_schedule(model, 2, "direct")

@@ -26,7 +26,8 @@ from .probe import cache_report, run_schedule
 
 DTYPE_NAME = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 CLASS_OF = {"full": {"KVCache", "QuantizedKVCache"}, "sliding": {"RotatingKVCache"}, "chunked": {"ChunkedKVCache"},
-            "latent": {"KVCache", "QuantizedKVCache"}, "indexer": {"KVCache"}, "state": {"ArraysCache"}}
+            "latent": {"KVCache", "QuantizedKVCache"}, "indexer": {"KVCache"}, "state": {"ArraysCache"},
+            "none": {"KVCache", "QuantizedKVCache"}}  # none: a slot entry mlx-lm lists and never writes
 NS = (1, 255, 256, 257)
 LONG_N = 3000
 STEP = 256
@@ -52,7 +53,8 @@ def _compare(profile, live: list[dict], dtype: str, n: int, schedule: str, quant
     rep = kv_report(profile, n, dtype=dtype, quant=quant, schedule=schedule, chunk=STEP)
     where = f"N={n} {schedule}{'@' + str(STEP) if schedule == 'generate' else ''} {dtype}" + (
         f" kv_bits={quant.bits}" if quant else "")
-    layers = [l for l in rep.layers if any(e.kind != "none" for e in l.entries)]
+    kinds = profile.layer_types
+    layers = [l for l in rep.layers if any(e.kind != "none" or e.slot for e in kinds[l.kind].entries)]
     if len(layers) != len(live):
         return 0, [f"{where}: live cache list has {len(live)} entries, the recipe gives {len(layers)}"]
     bad = []
@@ -61,14 +63,15 @@ def _compare(profile, live: list[dict], dtype: str, n: int, schedule: str, quant
         if est.nbytes != got["nbytes"]:
             bad.append(f"{tag}: estimate {est.nbytes} != live {got['nbytes']}")
         entries = profile.layer_types[est.kind].entries
-        children = got.get("children") if len(entries) > 1 else [got]
-        if len(entries) > 1 and (got["class"] != "CacheList" or len(children or []) != len(entries)):
+        listed = len(entries) > 1 or entries[0].in_list  # a CacheList, of one member too
+        children = got.get("children") if listed else [got]
+        if listed and (got["class"] != "CacheList" or len(children or []) != len(entries)):
             bad.append(f"{tag}: expected a CacheList of {len(entries)}, live is {got['class']}")
             continue
         for e, eb, ch in zip(entries, est.entries, children):
             if ch["class"] not in CLASS_OF.get(e.kind, set()):
                 bad.append(f"{tag}: {e.kind} cache should be {sorted(CLASS_OF.get(e.kind, ()))}, live is {ch['class']}")
-            if len(entries) > 1 and eb.nbytes != ch["nbytes"]:
+            if listed and eb.nbytes != ch["nbytes"]:
                 bad.append(f"{tag}: {e.kind} part estimate {eb.nbytes} != live {ch['nbytes']}")
             if e.kind == "sliding" and (ch.get("max_size"), ch.get("keep", 0)) != (e.window, e.keep):
                 bad.append(f"{tag}: window/keep {e.window}/{e.keep} != live {ch.get('max_size')}/{ch.get('keep')}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..errors import InputError, UnsupportedError
 from ..schema.formula import evaluate, keys as formula_keys
-from ..schema.module import Chars, Cycle, Indices, LayerTypes, Modulo, ModuleRecipe
+from ..schema.module import Chars, Cycle, Flags, Indices, LayerTypes, Modulo, ModuleRecipe
 from .config import MAX_LAYERS, Reader, shown
 
 
@@ -33,9 +33,34 @@ def _modulo_kinds(m: Modulo, n: int, r: Reader) -> tuple[list[str], str]:
     return kinds, why
 
 
+def _flags_kinds(fl: Flags, n: int, r: Reader, module: str) -> tuple[list[str], str]:
+    for key in fl.keys:
+        head, _, rest = key.partition(".")
+        v = r.raw(head, None)
+        for part in rest.split(".") if rest else []:
+            v = v.get(part) if isinstance(v, dict) else None
+        if v is None:
+            continue
+        if not isinstance(v, list) or not all(isinstance(x, (int, bool)) for x in v):
+            raise InputError(f"{r.label}: {r.prefix}{key} must be a list of 0/1 per layer, got {shown(v)}")
+        if len(v) < n:
+            raise UnsupportedError(f"unsupported: model_type {shown(module)}: {r.prefix}{key} has {len(v)} entries for "
+                                   f"{n} layers (mlx-lm indexes it per layer and raises IndexError)")
+        r.used[head] = r.where(head)
+        return [fl.kind if v[i] else fl.other for i in range(n)], f"{r.prefix}{key}[i] truthy -> {fl.kind}, else {fl.other}"
+    return [fl.default] * n, f"none of {', '.join(r.prefix + k for k in fl.keys)}: every layer {fl.default}"
+
+
 def _layer_types_kinds(lt: LayerTypes, n: int, r: Reader, module: str) -> tuple[list[str], str]:
-    types = r.str_list(lt.key)
+    if lt.ints:
+        nums = r.int_list(lt.key)
+        types = None if nums is None else [str(x) for x in nums]
+    else:
+        types = r.str_list(lt.key)
     if types is None:
+        if isinstance(lt.default, Flags):
+            kinds, why = _flags_kinds(lt.default, n, r, module)
+            return kinds, f"no {lt.key}: {why}"
         if isinstance(lt.default, Modulo):
             kinds, why = _modulo_kinds(lt.default, n, r)
             return kinds, f"no {lt.key}: {module}.ModelArgs default, {why}"
@@ -136,7 +161,10 @@ def layer_kind_names(rec: ModuleRecipe, r: Reader) -> tuple[list[str], str]:
     """One kind name per layer (``none`` for KV-shared layers) and the sentence saying why."""
     lay = rec.layout
     n = r.int(lay.count, maximum=MAX_LAYERS)
-    if lay.flag is not None and r.boolean(lay.flag.key) is False:
+    gate = evaluate(lay.unless.value, lambda k: _key_int(r, k)) if lay.unless is not None else 0
+    if gate is None:
+        kinds, why = [lay.unless.kind] * n, f"{lay.unless.value} is null/absent: every layer {lay.unless.kind}"
+    elif lay.flag is not None and r.boolean(lay.flag.key) is False:
         kinds, why = [lay.flag.kind] * n, f"{r.where(lay.flag.key)} is false: every layer {lay.flag.kind}"
     elif lay.uniform is not None:
         kinds, why = [lay.uniform] * n, f"{rec.module}.py: {lay.uniform} x {r.where(lay.count)}"

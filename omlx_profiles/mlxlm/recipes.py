@@ -19,6 +19,7 @@ from ..errors import UnsupportedError
 from ..schema.formula import evaluate, keys as formula_keys
 from ..schema.module import KindRecipe, ModuleRecipe
 from .config import Reader, shown
+from . import per_layer as pl_
 from . import to_layers as tl  # the shared readers (heads, head dim, MLA ranks)
 from .facts import ArgsSpec
 # loading / lookups and the two other parts, re-exported: ``from .recipes import X`` keeps working
@@ -129,9 +130,32 @@ def _state_spec(kr: KindRecipe, r: Reader) -> dict:
     return {"kind": "state", "tensors": tensors}
 
 
+def _indexer_spec(kr: KindRecipe, r: Reader) -> dict:
+    """A DSA indexer cache: its key width from the kind's own keys/formula (else the MLA index_head_dim) and,
+    when given, its value width (0 = key-only)."""
+    s: dict[str, Any] = {"kind": "indexer"}
+    if kr.head_dim:
+        v, _ = _first(r, kr.head_dim)
+        if v is not None:
+            s["head_dim"] = v
+    for attr, field, lo in (("head_dim_is", "head_dim", 1), ("v_head_dim_is", "v_head_dim", 0)):
+        f = getattr(kr, attr)
+        if f is not None:
+            v = _formula_value(f, r)
+            if v is None or v < lo:
+                raise UnsupportedError(f"unsupported: model_type {shown(r.module)}: the indexer's {field} {f!r} = {v} "
+                                       f"with this config (needs {', '.join(r.prefix + k for k in formula_keys(f)) or 'nothing'})")
+            s[field] = v
+    return s
+
+
 def _cache_spec(kr: KindRecipe, r: Reader, d, model_kv: int | None, model_hd: int | None) -> dict:
-    if kr.cache in ("latent", "indexer", "none"):
+    if kr.cache == "none" and kr.slot:
+        return {"kind": "none", "slot": True}
+    if kr.cache in ("latent", "none"):
         return {"kind": kr.cache}
+    if kr.cache == "indexer":
+        return _indexer_spec(kr, r)
     if kr.cache == "state":
         return _state_spec(kr, r)
     s: dict[str, Any] = {"kind": kr.cache}
@@ -153,6 +177,12 @@ def _cache_spec(kr: KindRecipe, r: Reader, d, model_kv: int | None, model_hd: in
             s.pop(field, None)
             if v != model:
                 s[field] = v
+    if kr.v_head_dim_is is not None:
+        v = _formula_value(kr.v_head_dim_is, r)
+        if v is None or v < 1:
+            raise UnsupportedError(f"unsupported: model_type {shown(r.module)}: v_head_dim {kr.v_head_dim_is!r} = {v} "
+                                   "with this config")
+        s["v_head_dim"] = v
     if kr.cache == "sliding":
         wkeys = kr.window if isinstance(kr.window, list) else [kr.window]
         w, _ = _first(r, wkeys)
@@ -195,24 +225,32 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
     def rule(c) -> None:
         r, d = c.r, c.d
         names, why = layer_kind_names(rec, r)
+        pl, per = rec.layout.per_layer, None
+        if pl is not None:
+            names, per = pl_.resolve(pl, r, names)
+            if pl.kind_if:
+                why += "; layer i is " + ", else ".join(f"{k} where {p} is true" for p, k in pl.kind_if.items())
         specs = {k: (v if isinstance(v, list) else [v]) for k, v in rec.kinds.items()}
         used = set(names) - {"none"}
         caches = {c_.cache for k in used for c_ in specs[k]}
         n_kv = hd = None
-        if caches & {"latent", "indexer"}:
+        if "latent" in caches or ("indexer" in caches and rec.mla):
             mla = tl._mla(c, index="indexer" in caches)
             tl._mla_heads(c, mla)
         elif rec.mla:  # expanded MLA: full caches, the ranks only for the peak model
             tl._mla(c)
         if caches & {"full", "sliding", "chunked"}:
-            n_q, n_kv = tl._heads(c)
+            if pl is not None and (pl.num_kv_heads is not None or pl.num_heads is not None):
+                n_q, n_kv = pl_.model_heads(c, pl, per)
+            else:
+                n_q, n_kv = tl._heads(c)
             hd = tl._head_dim(c, n_q)
             if rec.attention is not None:
                 n_kv, hd = _attention_dims(rec, r, d, n_kv, hd)
         built = {}
         for k in used:
             parts = [_cache_spec(kr, r, d, n_kv, hd) for kr in specs[k]]
-            built[k] = parts if len(parts) > 1 else parts[0]
+            built[k] = parts if isinstance(rec.kinds[k], list) else parts[0]  # a list is a CacheList, even of one
         lt = rec.layout.layer_types
         d.put("num_layers", len(names), f"= len({r.where(lt.key)})" if lt is not None and lt.length
               and r.raw(lt.key, None) is not None else r.where(rec.layout.count))
@@ -224,6 +262,8 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
         if rec.kv_bits_fails:
             d.put("kv_bits_fails", rec.kv_bits_fails, f"module recipe profiles/mlx_lm/{rec.module}.yaml")
         d.per_layer = [("none", {"kind": "none"}) if k == "none" else (k, built[k]) for k in names]
+        if per is not None:
+            d.per_layer = pl_.specialise(d.per_layer, per, n_kv)
         d.prov["layers"] = f"module recipe profiles/mlx_lm/{rec.module}.yaml: {why}"
         if rec.traits.sinks:
             d.put("attention_sinks", True, f"profiles/mlx_lm/{rec.module}.yaml traits: per-head attention sinks")

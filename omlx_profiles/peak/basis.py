@@ -15,6 +15,11 @@ An under-estimate on a Mac is a frozen machine, so every peak says what it rests
   unverified assumption on its conservative side (``transient.CallContext.bound``): attention never fused,
   fp32 scores, the masked scores and their softmax in new buffers; no donation (norms, the latent MLA's
   masked ``where``); over the kernel table's executor window.
+  Also ``bound``, with the measurement as its reason: traits measured on this backend only from families whose
+  points are all *above* the band (never under, none within [1.00, 1.15]: gated-DeltaNet on CUDA, 1.17-1.65 on
+  an idle and on a loaded H200). The number is the one ``derived`` would give there (the larger of the op model
+  and the whole run-ahead window; on CPU the worst-case items), and ``basis.reason`` says what was measured:
+  an upper bound shown by measurement, not a calibrated number.
 
 A model whose traits include something no bound covers (e.g. layers whose peak is reported unknown) keeps
 its ``UnsupportedError``.
@@ -98,15 +103,25 @@ def compute_traits(p: Profile, routes: KernelRoutes) -> frozenset[str]:
 @dataclass(frozen=True)
 class Basis:
     """What backs one estimate: ``kind`` (measured / derived / bound), the traits no calibration family
-    covers on this backend, and the conservative choices made for them."""
+    covers on this backend, and the conservative choices made for them. ``reason``: for a ``bound`` whose traits
+    were measured over the band (``over_traits``), what was measured; ``worst``: the worst-case rule the number
+    takes (``derived``'s run-ahead window where the backend has one, else the ``bound`` items)."""
 
     kind: str
     traits: frozenset[str]
     unmeasured: frozenset[str]
+    reason: str = ""
+    worst: str = ""
 
     def as_dict(self) -> dict:
-        return {"peak_basis": self.kind, "traits": sorted(self.traits), "unmeasured_traits": sorted(self.unmeasured),
-                "conservative_choices": list(CONSERVATIVE_CHOICES[self.kind])}
+        choices = list(CONSERVATIVE_CHOICES[self.worst or self.kind])
+        if self.reason:
+            choices = [MEASURED_OVER_CHOICE] + choices
+        out = {"peak_basis": self.kind, "traits": sorted(self.traits), "unmeasured_traits": sorted(self.unmeasured),
+               "conservative_choices": choices}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
 
 
 CONSERVATIVE_CHOICES = {
@@ -116,6 +131,10 @@ CONSERVATIVE_CHOICES = {
     BOUND: ("attention unfused: every prefill SDPA materializes fp32 scores and their softmax (no buffer reused)",
             "no donation: ops that may write into their input allocate their output"),
 }
+
+
+MEASURED_OVER_CHOICE = ("the op model, which every calibration point of these traits on this backend measured at or "
+                        "above the peak but none within [1.00, 1.15] (see reason)")
 
 
 def no_bound_reason(p: Profile, routes: KernelRoutes) -> str | None:
@@ -135,30 +154,53 @@ def traits_file() -> Path:
 
 
 @lru_cache(maxsize=4)
-def _measured_table(path: str) -> dict[str, frozenset[str]]:
+def _tables(path: str) -> tuple[dict[str, frozenset[str]], dict[str, dict[str, dict]]]:
     from ..registry.yaml_safe import load_yaml_text, read_text
 
     p = Path(path)
     if not p.is_file():
-        return {}
+        return {}, {}
     data = load_yaml_text(read_text(p), str(p))
     if not isinstance(data, dict) or not isinstance(data.get("backends"), dict):
         raise InputError(f"{p}: needs a 'backends' mapping (backend -> measured traits)")
-    out = {}
+    out, over = {}, {}
     for backend, d in data["backends"].items():
-        traits = (d or {}).get("traits", {}) if isinstance(d, dict) else {}
-        out[str(backend)] = frozenset(traits)
-    return out
+        d = d if isinstance(d, dict) else {}
+        out[str(backend)] = frozenset(d.get("traits") or {})
+        ov = d.get("over_traits") or {}
+        if not isinstance(ov, dict) or not all(isinstance(v, dict) for v in ov.values()):
+            raise InputError(f"{p}: backends.{backend}.over_traits must map a trait to its measurement")
+        over[str(backend)] = {str(k): v for k, v in ov.items()}
+    return out, over
 
 
 def measured_traits(backend: str) -> frozenset[str]:
-    return _measured_table(str(traits_file())).get(backend, frozenset())
+    return _tables(str(traits_file()))[0].get(backend, frozenset())
+
+
+def over_traits(backend: str) -> dict[str, dict]:
+    """Traits measured on ``backend`` only over the band (never under, none within it): trait -> its
+    families, points and est/measured range (``profiles/calibration/measured_traits.yaml``)."""
+    return _tables(str(traits_file()))[1].get(backend, {})
 
 
 def basis_for(p: Profile, routes: KernelRoutes, measured: frozenset[str] | None = None) -> Basis:
+    """``measured`` replaces the file's measured traits (the leave-one-family-out test); the over-the-band
+    table is then not used either, so a family left out is judged by the source rules alone."""
     traits = compute_traits(p, routes)
     have = measured_traits(routes.backend) if measured is None else measured
     missing = traits - have
     if not missing:
         return Basis(MEASURED, traits, frozenset())
-    return Basis(DERIVED if routes.backend in DERIVED_BACKENDS else BOUND, traits, frozenset(missing))
+    rule = DERIVED if routes.backend in DERIVED_BACKENDS else BOUND
+    over = over_traits(routes.backend) if measured is None else {}
+    if missing <= over.keys():
+        fams = sorted({f for t in missing for f in over[t].get("families", ())})
+        lo = min(float(over[t]["ratio"][0]) for t in missing)
+        hi = max(float(over[t]["ratio"][1]) for t in missing)
+        n = max(int(over[t].get("points", 0)) for t in missing)
+        why = (f"measured over the band on {routes.backend}: {', '.join(sorted(missing))} ({', '.join(fams)}) came out "
+               f"{lo:.2f}-{hi:.2f} of the measured peak at {n} calibration points, never under and none within "
+               f"[{BAND[0]:.2f}, {BAND[1]:.2f}]: an upper bound, not a calibrated number")
+        return Basis(BOUND, traits, frozenset(missing), reason=why, worst=rule)
+    return Basis(rule, traits, frozenset(missing), worst=rule)

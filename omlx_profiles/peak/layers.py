@@ -32,6 +32,9 @@ def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: Ca
         for e2, st2 in zip(lt.entries[1:], steps[1:]):
             if e2.kind == "state":
                 items += linear_attention_items(p, lt, e2, st2, ctx, cache_only=cache_only)
+            elif e2.kind == "indexer":  # a DSA indexer beside per-head K/V (minimax_m3_vl): no op list for it
+                raise UnsupportedError(f"unsupported: no transient model for the DSA indexer of a {lt.label!r} layer "
+                                       "(its block scores are not in the op model); the KV bytes stay exact")
     elif kinds[0] == "state":
         items = linear_attention_items(p, lt, lt.entries[0], steps[0], ctx, cache_only=cache_only)
     else:

@@ -41,6 +41,7 @@ class CacheEntry:
     chunk: int = 0
     tensors: tuple[StateTensorSpec, ...] = ()
     in_list: bool = False  # inside an mlx-lm CacheList: kv quantization skips it
+    slot: bool = False  # kind none: mlx-lm still lists an (unwritten, empty) cache object for the layer
 
     @property
     def row_elements(self) -> int:
@@ -159,11 +160,12 @@ def _entry(s, v: CompleteVariant, in_list: bool) -> CacheEntry:
         return CacheEntry(kind=kind, n_kv=1, k_width=v.mla.kv_lora_rank, v_width=v.mla.qk_rope_head_dim, in_list=in_list)
     if kind == "indexer":
         w = s.head_dim or v.mla.index_head_dim
-        return CacheEntry(kind=kind, n_kv=1, k_width=w, v_width=w, in_list=in_list)
+        vw = w if s.v_head_dim is None else s.v_head_dim
+        return CacheEntry(kind=kind, n_kv=1, k_width=w, v_width=vw, in_list=in_list)
     if kind == "state":
         return CacheEntry(
             kind=kind,
             tensors=tuple(StateTensorSpec(t.name, prod(t.shape), t.dtype) for t in s.tensors),
             in_list=in_list,
         )
-    return CacheEntry(kind="none", in_list=in_list)
+    return CacheEntry(kind="none", in_list=in_list, slot=bool(getattr(s, "slot", False)))

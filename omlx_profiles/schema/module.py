@@ -95,9 +95,14 @@ class KindRecipe(_Strict):
         None, description="num_kv_heads applies only when this config flag is true (gemma4 attention_k_eq_v); "
                           "the module's default for the flag counts when the config omits it")
     head_dim: list[Key] | None = Field(None, description="config keys tried in order for this kind's head width")
+    slot: bool = Field(False, description="cache: none only: mlx-lm still puts a cache object in the list for the "
+                                          "layer, and nothing writes it (nemotron-nas attention replaced by a linear)")
     num_kv_heads_is: Formula | None = Field(
         None, description="this kind's KV heads as an integer or formula (recurrent_gemma: 1), over num_kv_heads")
     head_dim_is: Formula | None = Field(None, description="this kind's head width as an integer or formula")
+    v_head_dim_is: Formula | None = Field(
+        None, description="this kind's value width as an integer or formula when it differs from the key width "
+                          "(0: a key-only cache, minimax_m3_vl's indexer stores zero-width values)")
     arrays: list[StateArray] | None = Field(
         None, min_length=1, max_length=8,
         description="state: the ArraysCache's arrays in slot order (every slot mlx-lm fills by the first call)")
@@ -112,10 +117,13 @@ class KindRecipe(_Strict):
             raise ValueError("'window' is given exactly for cache: sliding")
         if (self.cache == "chunked") != (self.chunk is not None):
             raise ValueError("'chunk' is given exactly for cache: chunked")
+        if self.slot and self.cache != "none":
+            raise ValueError("'slot' applies to cache: none")
         return self
 
 
-KindSpec = Union[KindRecipe, Annotated[list[KindRecipe], Field(min_length=2, max_length=4)]]
+# a list is an mlx-lm CacheList (one member too: minimax_m3_vl wraps a dense layer's KVCache in CacheList(KVCache()))
+KindSpec = Union[KindRecipe, Annotated[list[KindRecipe], Field(min_length=1, max_length=4)]]
 
 
 class Modulo(_Strict):
@@ -146,16 +154,18 @@ class LayerTypes(_Strict):
     key: Key = "layer_types"
     map: dict[str, KindName]
     other: KindName | None = Field(None, alias="else")
-    default: Modulo | KindName | None = Field(
+    default: Modulo | Flags | KindName | None = Field(
         description="layout when the config has no layer_types (null: mlx-lm has none and fails)")
     length: bool = Field(False, description="mlx-lm builds one layer per entry: the count key is not read")
     requires: list[str] = Field(
         default_factory=list, description="entries mlx-lm looks up with list.index (e.g. the first full-attention "
                                           "layer's mask): a config whose list lacks one fails to load")
+    ints: bool = Field(False, description="the list holds integers (mimo_v2_flash hybrid_layer_pattern, 1 = sliding): "
+                                          "map keys are their decimal strings ('0', '1')")
 
     def kinds(self) -> set[str]:
         out = set(self.map.values()) | ({self.other} if self.other else set())
-        if isinstance(self.default, Modulo):
+        if isinstance(self.default, (Modulo, Flags)):
             out |= self.default.kinds()
         elif self.default:
             out.add(self.default)
@@ -201,11 +211,65 @@ class Chars(_Strict):
     none: KindName = Field(description="kind of every layer when the pattern is null/absent")
 
 
+DottedKey = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$", max_length=120)]
+
+
+class Flags(_Strict):
+    """A per-layer list of 0/1 (or booleans): layer i is ``kind`` iff entry i is truthy, else ``else``. ``keys``
+    are tried in order (dotted for a nested dict: mlx-lm's ``sac.get("sparse_attention_freq", flat)``);
+    no list -> ``default``."""
+
+    keys: list[DottedKey] = Field(min_length=1, max_length=4)
+    kind: KindName
+    other: KindName = Field(alias="else")
+    default: KindName = Field(description="every layer's kind when no list is given")
+
+    def kinds(self) -> set[str]:
+        return {self.kind, self.other, self.default}
+
+
+class NullGate(_Strict):
+    """When ``value`` (a formula over config keys, ``a or b`` for mlx-lm's fallbacks) is null/absent, every layer
+    is ``kind`` whatever the shape below says (minimax_m3_vl: no index_block_size -> no sparse layer)."""
+
+    value: Annotated[str, Field(min_length=1, max_length=200)]
+    kind: KindName
+
+    @model_validator(mode="after")
+    def _formula(self):
+        _formula(self.value)
+        return self
+
+
 class Flag(_Strict):
     """A boolean config key that, when false, makes every layer one kind (plamo2 ``mamba_enabled``)."""
 
     key: Key
     kind: KindName = Field(description="every layer's kind when the flag is false")
+
+
+class PerLayer(_Strict):
+    """Values that differ from layer to layer, read for layer i: on a key path, a config value that is a LIST
+    is indexed by i (openelm ``num_kv_heads: [3, 3, 4, ...]``; nemotron-nas
+    ``block_configs.attention.n_heads_in_group``: entry i of block_configs, then its keys). A shorter list
+    than the layer count is an error (mlx-lm indexes it and fails too)."""
+
+    kind_if: dict[KeyPath, KindName] = Field(
+        default_factory=dict, description="boolean paths, in order: the first true for layer i makes it that kind "
+                                          "('none': no attention and no cache entry; nemotron-nas attention.no_op)")
+    num_kv_heads: Formula | None = Field(None, description="layer i's KV heads, a formula over (indexed) keys")
+    num_heads: Formula | None = Field(
+        None, description="layer i's query heads; the model-level num_heads is their largest (the peak model's "
+                          "bound)")
+
+    @model_validator(mode="after")
+    def _formulas(self):
+        for v in (self.num_kv_heads, self.num_heads):
+            if v is not None:
+                _formula(v)
+        if not self.kind_if and self.num_kv_heads is None and self.num_heads is None:
+            raise ValueError("give kind_if, num_kv_heads or num_heads")
+        return self
 
 
 class Layout(_Strict):
@@ -221,6 +285,8 @@ class Layout(_Strict):
     cycle: Cycle | None = None
     indices: Indices | None = None
     flag: Flag | None = Field(None, description="a switch that overrides the shape below when false")
+    unless: NullGate | None = Field(None, description="a value that, when null, makes every layer one kind")
+    per_layer: PerLayer | None = Field(None, description="per-layer values over the shape (lists in the config)")
 
     @model_validator(mode="after")
     def _one(self):
@@ -242,10 +308,14 @@ class Layout(_Strict):
             out |= self.indices.kinds()
         if self.flag:
             out.add(self.flag.kind)
+        if self.unless:
+            out.add(self.unless.kind)
         if self.cycle:
             out |= set(self.cycle.map.values()) | ({self.cycle.other} if self.cycle.other else set())
         if self.chars:
             out |= set(self.chars.map.values()) | {self.chars.other, self.chars.none}
+        if self.per_layer:
+            out |= set(self.per_layer.kind_if.values()) - {"none"}
         return out
 
 
@@ -368,10 +438,11 @@ class ModuleRecipe(_Strict):
         missing = sorted(self.layout.kind_names() - set(self.kinds))
         if missing:
             raise ValueError(f"layout names kinds {missing} that 'kinds' does not define")
-        lat = any((k.cache in ("latent", "indexer")) for v in self.kinds.values()
-                  for k in (v if isinstance(v, list) else [v]))
-        if lat and not self.mla:
-            raise ValueError("latent/indexer kinds need 'mla' (the config keys of the MLA ranks)")
+        every = [k for v in self.kinds.values() for k in (v if isinstance(v, list) else [v])]
+        if any(k.cache == "latent" for k in every) and not self.mla:
+            raise ValueError("latent kinds need 'mla' (the config keys of the MLA ranks)")
+        if any(k.cache == "indexer" and not (k.head_dim or k.head_dim_is is not None) for k in every) and not self.mla:
+            raise ValueError("an indexer kind needs 'mla' (index_head_dim among the MLA keys) or its own head_dim")
         for v in self.dims.values():
             _formula(v)
         return self
