@@ -135,6 +135,8 @@ def kv_report(
         raise InputError(f"quant must be a KVQuant or None, got {type(quant).__name__}")
     if quant is not None and schedule != "generate":
         raise InputError("kv quantization happens inside generate_step: use schedule 'generate'")
+    if quant is not None and profile.kv_bits_fails and tokens >= quant.start:
+        raise UnsupportedError(f"unsupported: kv_bits with {profile.name}: {profile.kv_bits_fails}")
     act = DTYPE_BYTES[dt]
     calls = calls_for(tokens, schedule, chunk)
     per_type = {

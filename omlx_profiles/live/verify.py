@@ -27,7 +27,7 @@ from ..extraction.match import hashable, ranges
 from ..registry.profile import CacheEntry, Profile
 
 _CLASS_OF = {"full": "KVCache", "latent": "KVCache", "indexer": "KVCache", "sliding": "RotatingKVCache",
-             "chunked": "ChunkedKVCache", "state": "ArraysCache"}
+             "chunked": "ChunkedKVCache", "state": "ArraysCache", "none": "KVCache"}  # none: a slot entry
 
 
 class VerificationError(OmlxProfilesError):
@@ -135,14 +135,14 @@ def expected_entries(profile: Profile) -> list[tuple[int, str, tuple[CacheEntry,
     out = []
     for i, n in enumerate(profile.layer_names):
         ents = profile.layer_types[n].entries
-        if all(e.kind == "none" for e in ents):
+        if all(e.kind == "none" and not e.slot for e in ents):
             continue
         out.append((i, n, ents))
     return out
 
 
 def _expected_class(ents: tuple[CacheEntry, ...]) -> str:
-    return "CacheList" if len(ents) > 1 else _CLASS_OF.get(ents[0].kind, ents[0].kind)
+    return "CacheList" if len(ents) > 1 or ents[0].in_list else _CLASS_OF.get(ents[0].kind, ents[0].kind)
 
 
 def compare_layout(profile: Profile, layout: list[dict], *, act_dtype: str | None = None, registry=None,
@@ -189,6 +189,10 @@ def compare_layout(profile: Profile, layout: list[dict], *, act_dtype: str | Non
                 continue
             if e.kind == "state":
                 _compare_state(profile, kname, j, sub, e, lv, act, idx, add)
+                continue
+            if e.kind == "none":  # a slot mlx-lm lists and nothing writes: it must stay empty
+                if lv.get("keys") or lv.get("values"):
+                    add(("layers", "kinds", kname) + sub, "empty (never written)", "keys/values", idx, "slot entry")
                 continue
             k, v = lv.get("keys"), lv.get("values")
             if not k or not v:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..dtypes import DTYPE_BYTES
 from ..errors import InputError, UnsupportedError
+from ..mlxlm.recipe_files import traits_of
 from ..registry.profile import Profile
 from ..validation import check_count
 from .executor import graph_window_max, window_max
@@ -12,7 +13,6 @@ from .explain import CallPeak, routes_used
 from .kernels import KernelRoutes, tiled_state
 from .layers import dense_layer, embedding_items, layer_items, logits_items
 from .ops.items import CallContext, Item
-from .ops.traits import ARRAY_MASK_FAMILIES
 from .replay import EntryState, calls_of, fill_prefix
 from .request import Request
 
@@ -154,7 +154,7 @@ def pinned_bytes(p: Profile, steps: dict, s: int, act: int) -> dict[str, int]:
             for e, st in zip(lt.entries, stps):
                 if e.kind not in ("full", "sliding", "chunked", "latent"):
                     continue
-                mk = "bool" if (p.mlx_model_type in ARRAY_MASK_FAMILIES or e.kind in ("sliding", "chunked")) else "causal"
+                mk = "bool" if (traits_of(p.mlx_model_type).mask == "array" or e.kind in ("sliding", "chunked")) else "causal"
                 if mk == "bool":
                     key = (e.kind, st.kv_len)
                     if key not in seen:

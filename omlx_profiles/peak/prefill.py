@@ -70,7 +70,7 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
         why = no_bound_reason(profile, kr)
         if why:
             raise UnsupportedError(why)
-        worst = _prefill_peak(profile, request, kr, dtype, nax, all_calls, worst=b.kind, kv_scale=kv_scale)
+        worst = _prefill_peak(profile, request, kr, dtype, nax, all_calls, worst=b.worst or b.kind, kv_scale=kv_scale)
         if worst.peak_bytes > bd.peak_bytes:
             bd = worst
     return replace(bd, peak_basis=b.kind, basis=b.as_dict(),
@@ -102,8 +102,11 @@ def _basis_line(b) -> str:
         return "peak basis: measured (every compute trait has calibration points in band on this backend)"
     from .basis import CONSERVATIVE_CHOICES
 
+    if b.reason:
+        return (f"peak basis: {b.kind} ({b.reason}); the larger of the op model and its worst case "
+                f"({'; '.join(CONSERVATIVE_CHOICES[b.worst or b.kind])})")
     return (f"peak basis: {b.kind} (no calibration in band on this backend for: {', '.join(sorted(b.unmeasured))}): the "
-            f"larger of the op model and its worst case ({'; '.join(CONSERVATIVE_CHOICES[b.kind])})")
+            f"larger of the op model and its worst case ({'; '.join(CONSERVATIVE_CHOICES[b.worst or b.kind])})")
 
 
 def _prefill_peak(p: Profile, request: Request, kr: KernelRoutes, dtype: str | None, nax: bool, all_calls: bool, *,

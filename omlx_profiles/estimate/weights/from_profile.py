@@ -39,6 +39,48 @@ def _norm_params(profile) -> int:
     return 0
 
 
+def _cost(q: Quantization | None, act: int) -> float:
+    """Bytes per parameter stored as ``q`` (None: unquantized, the model dtype)."""
+    return float(act) if q is None else q.nbytes(1 << 20, act) / (1 << 20)
+
+
+def _override_bound(profile, q: Quantization, quantized_params: int, act: int) -> tuple[int, Quantization | None, str]:
+    """A config's per-module quantization overrides (mlx-lm's mixed recipes: some layers at 6 or 8 bits, some
+    modules kept unquantized), bounded from above without the files: every block an override names is counted
+    whole at the costliest width among the base and the overrides (a block's parameters: the non-embedding
+    parameters over the MoE layers only, which no block exceeds), an overridden ``lm_head`` / embedding as
+    vocab x hidden; an override naming anything else puts every parameter at that width. Returns (parameters so
+    counted, their Quantization (None: unquantized), the sentence for the label); (0, None, "") without
+    overrides. Issue 14: 49 modules of 7 blocks at 8 bits in a 4-bit Qwen3-0.6B were counted at 4 bits, 14% under
+    the checkpoint (tests/test_weights_sweep.py)."""
+    import re
+
+    mods = getattr(q, "override_modules", ())
+    if not mods:
+        return 0, None, ""
+    worst = max((m for _, m in mods), key=lambda m: _cost(m, act))
+    if _cost(worst, act) <= _cost(q, act):
+        return 0, None, ""  # every override is as cheap as the base or cheaper: the base width bounds them
+    blocks, other, unknown = set(), 0, False
+    vh = (profile.vocab_size or 0) * (profile.hidden_size or 0)
+    for name, _ in mods:
+        m = re.search(r"(?:^|\.)(?:layers|h|blocks)\.(\d+)(?:\.|$)", name)
+        if m:
+            blocks.add(int(m.group(1)))
+        elif re.search(r"(lm_head|embed_tokens|wte|embeddings?)$", name) and vh:
+            other += vh
+        else:
+            unknown = True
+    moe = getattr(profile, "moe", None)
+    n = (profile.num_layers or 0) - ((getattr(moe, "first_dense_layers", 0) or 0) if moe is not None else 0)
+    emb = vh * (1 if profile.tie_word_embeddings else 2)
+    per_block = -(-max(quantized_params - emb, 0) // n) if n > 0 else quantized_params
+    over = quantized_params if unknown else min(quantized_params, len(blocks) * per_block + other)
+    w = "unquantized" if worst is None else worst.label()
+    where = "an override names a module outside the blocks" if unknown else f"{len(blocks)} block(s) named by overrides"
+    return over, worst, f"{over:,} params at {w} ({where}: each counted whole at the costliest override, an upper bound)"
+
+
 def from_profile(profile, picked: tuple[Quantization, str], explicit: bool, nq=None) -> WeightsInfo:
     q, why = picked
     w = getattr(profile, "weights", None)
@@ -55,11 +97,16 @@ def from_profile(profile, picked: tuple[Quantization, str], explicit: bool, nq=N
     if q.quantized:
         kept = min(_norm_params(profile) + _kept_embedding_params(profile, nq), params)
         router = min(_router_params(profile), params - kept) if q.bits < 8 else 0
-        nbytes = q.nbytes(params - kept - router, act) + kept * act + Quantization(8, 64).nbytes(router, act)
+        rest = params - kept - router
+        over, over_q, over_how = _override_bound(profile, q, rest, act)
+        nbytes = (q.nbytes(rest - over, act) + (over_q.nbytes(over, act) if over_q else over * act) + kept * act
+                  + Quantization(8, 64).nbytes(router, act))
         what = "norm and embedding" if _kept_embedding_params(profile, nq) else "norm"
         how = f"{params:,} params at {q.label()} ({why}); {kept:,} {what} params kept in {profile.dtype}"
         if router:
             how += f"; {router:,} MoE router params at 8 bits (mlx-lm keeps router gates at 8: an upper bound)"
+        if over_how:
+            how += f"; {over_how}"
     else:
         nbytes = q.nbytes(params, act)
         how = f"{params:,} params at {q.bits // 8} bytes ({why})"
