@@ -6,6 +6,8 @@
 * forbidden: nothing outside ``live/`` imports mlx, mlx_lm, matplotlib or transformers directly; the
   documented exceptions (chart's matplotlib, calibrate's and the oMLX facade's lazy mlx) are listed in
   ``ignore_imports``;
+* layers inside the oMLX facade (``compat/``): ``from_model | guard`` > ``monitor`` > ``kv_terms | sdpa | seed |
+  uniform`` > ``read``;
 * independence: no CLI command module imports another (shared flags in ``cli/common.py``, arithmetic in
   ``estimate/``).
 

@@ -18,7 +18,7 @@ from omlx_profiles import compat
 from omlx_profiles.compat import (MemoryMonitor, PrefillMemoryExceededError, collect_kv_layer_specs,
                                   estimate_mla_kv_bytes_per_token, make_prefill_memory_profile,
                                   raise_if_prefill_exceeds, set_model_info_from_model)
-from omlx_profiles.compat_read import dsa_indexer_row_elements, installed_mlx_lm
+from omlx_profiles.compat.read import dsa_indexer_row_elements, installed_mlx_lm
 from omlx_profiles.registry import load_registry
 
 REG = load_registry([])

@@ -4,7 +4,7 @@ For any request a caller can make - chunk 1 ... 4096, a cached prefix 0 ... 1M t
 backend cpu / cuda / metal - the numbers the package returns are byte counts: never negative, every term
 of a breakdown non-negative and summing to the peak; the peak grows with the prompt (more new tokens at
 the same chunk and prefix never lower it); and the fast path (``FastPeak``, what engines call per request)
-agrees with the exact replay: never below it. The oMLX facade (``compat.py``) has its own properties
+agrees with the exact replay: never below it. The oMLX facade (``compat/``) has its own properties
 (the omlx helper's tests); this file covers ``prefill_peak`` / ``Estimator`` / ``FastPeak``.
 """
 from __future__ import annotations
@@ -110,6 +110,15 @@ def test_fast_path_is_never_below_the_exact_path(req):
     f = fast(name, backend).peak(new, chunk, cached)
     assert f >= 0
     assert f >= exact.peak_bytes, (f, exact.peak_bytes)
+
+
+@pytest.mark.parametrize("cached", [4975, 5295])
+def test_fast_path_after_full_chunks_holds_the_sliding_rows_of_a_full_chunk(cached):
+    """Found by the property above on CI: a sliding cache holds ``window - 1`` rows plus the previous call's, so
+    the fast path's lines must be sampled after a full chunk; sampled after the history's shorter call they
+    were 255 B (4,975 cached) to 645 KB (5,295 cached) below the exact replay (gemma-3-4b, metal, chunk 265)."""
+    exact = _peak("gemma-3-4b-it", "metal", 531, 265, cached)
+    assert fast("gemma-3-4b-it", "metal").peak(531, 265, cached) >= exact.peak_bytes
 
 
 @SETTINGS

@@ -251,13 +251,16 @@ class FastPeak:
         counts: dict[str, int] = {}
         for n in p.layer_names:
             counts[n] = counts.get(n, 0) + 1
-        done = 0
-        while done < off:
-            s = min(S, off - done)
+        # the shorter call first, then whole chunks: the call sampled follows a full chunk, as every full
+        # chunk of a request after its first does. A sliding cache holds ``window - 1`` rows plus the
+        # PREVIOUS call's rows, so a history that ended on the shorter call sampled fewer sliding rows than a
+        # request holds and the line passed below it (gemma-3-4b, metal, chunk 265 after 4,975 cached: 255 B
+        # under at 531 new tokens, 645 KB under at 5,295 cached)
+        calls = ([off % S] if off % S else []) + [S] * (off // S)
+        for s in calls:
             for sts in states.values():
                 for st in sts:
                     st.step(s)
-            done += s
         # the worst phase of every growing cache: the call grows (offset + S > capacity) from a capacity
         # min(S, 256) - 1 rows past the offset (the most a growing call can start from), no trim (the offset
         # is a multiple of 256): it then holds, adds and copies the most it can at this kL
