@@ -26,7 +26,8 @@ from .probe import cache_report, run_schedule
 
 DTYPE_NAME = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 CLASS_OF = {"full": {"KVCache", "QuantizedKVCache"}, "sliding": {"RotatingKVCache"}, "chunked": {"ChunkedKVCache"},
-            "latent": {"KVCache", "QuantizedKVCache"}, "indexer": {"KVCache"}, "state": {"ArraysCache"}}
+            "latent": {"KVCache", "QuantizedKVCache"}, "indexer": {"KVCache"}, "state": {"ArraysCache"},
+            "none": {"KVCache", "QuantizedKVCache"}}  # none: a slot entry mlx-lm lists and never writes
 NS = (1, 255, 256, 257)
 LONG_N = 3000
 STEP = 256
@@ -52,7 +53,8 @@ def _compare(profile, live: list[dict], dtype: str, n: int, schedule: str, quant
     rep = kv_report(profile, n, dtype=dtype, quant=quant, schedule=schedule, chunk=STEP)
     where = f"N={n} {schedule}{'@' + str(STEP) if schedule == 'generate' else ''} {dtype}" + (
         f" kv_bits={quant.bits}" if quant else "")
-    layers = [l for l in rep.layers if any(e.kind != "none" for e in l.entries)]
+    kinds = profile.layer_types
+    layers = [l for l in rep.layers if any(e.kind != "none" or e.slot for e in kinds[l.kind].entries)]
     if len(layers) != len(live):
         return 0, [f"{where}: live cache list has {len(live)} entries, the recipe gives {len(layers)}"]
     bad = []

@@ -102,6 +102,8 @@ class NoCache(Strict):
     """A layer without a cache entry (KV-shared layers, MLP-only blocks of nemotron_h)."""
 
     kind: Literal["none"]
+    slot: bool = Field(False, description="mlx-lm still allocates a cache object for the layer that nothing ever "
+                                          "writes (0 bytes; nemotron-nas blocks whose attention is a linear)")
 
 
 CacheSpec = Annotated[
