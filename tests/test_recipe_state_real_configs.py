@@ -44,6 +44,9 @@ CASES = {
     # 93 layers: 69 KDA (1-based kda_layers): conv 3 x (3 x 96 heads x 128) bf16 + state 96 x 128 x 128 fp32;
     # 24 MLA latent layers: kv_lora_rank 512 + qk_rope_head_dim 64 per token, bf16
     "kimi-k3": ("kimi_k3", 93, 69 * (3 * 3 * 96 * 128 * 2 + 96 * 128 * 128 * 4) + 24 * 256 * (512 + 64) * 2),
+    # 24 layers, full_attention at 2, 6, 10, 14, 18, 21 (layer_types: no full_attn_idxs): 6 x 8 KV heads x
+    # 2048 // 32 = 64; 18 short-conv layers of (3 - 1) x 2048, bf16
+    "lfm2-8b-a1b": ("lfm2_moe", 24, 6 * 256 * 2 * 8 * 64 * 2 + 18 * 2 * 2048 * 2),
 }
 
 
