@@ -16,7 +16,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from omlx_profiles.mlxlm.coverage import UNSUPPORTED  # noqa: E402
+from omlx_profiles.mlxlm.coverage import unsupported_modules  # noqa: E402
 from omlx_profiles.mlxlm.model_types import MLXLM_VERSION, MODULES, REMAPPING  # noqa: E402
 from omlx_profiles.mlxlm.recipes import recipes  # noqa: E402
 from omlx_profiles.mlxlm.to_layers import RULES, WRAPPERS  # noqa: E402
@@ -25,6 +25,7 @@ from omlx_profiles.schema.export import MODULE_INDEX, hint_line  # noqa: E402
 
 def main() -> int:
     recs = recipes()
+    UNSUPPORTED = unsupported_modules()
     mods = {}
     for m in sorted(MODULES, key=str.lower):
         if m in recs:

@@ -39,7 +39,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..registry.profile import Profile
 from .kernels import KernelRoutes, SdpaCall
-from .ops import traits as T
+from ..mlxlm.recipe_files import traits_of
 from .ops.attention import route_for
 from .ops.items import CallContext
 
@@ -49,34 +49,31 @@ BAND = (1.00, 1.15)
 # Backends whose executor rules were read from MLX's source (the kernel table says how): an unmeasured
 # estimate there is ``derived``; elsewhere ``bound``.
 DERIVED_BACKENDS = {"cuda", "metal"}  # CPU: bound
-# Layers whose op model was measured under on a backend and that no worst case covers: Mamba2's ssm_attn
-# (Nemotron-H: CPU 0.92 at real dims, CUDA 0.85-0.90 at steps 1024 / 4096). Where such a model is not
-# measured in band, its peak is unknown rather than a number.
-NO_BOUND_STATE_FAMILIES = {"nemotron_h", "mamba2", "falcon_h1", "granitemoehybrid", "plamo2", "mamba",
-                           "falcon_mamba"}
+# Layers whose op model was measured under on a backend and that no worst case covers (a module's
+# ``state_bound: false`` trait; Mamba2's ssm_attn: Nemotron-H CPU 0.92 at real dims, CUDA 0.85-0.90 at steps
+# 1024 / 4096). Where such a model is not measured in band, its peak is unknown rather than a number.
 
-_FAMILY_TRAITS = (
-    ("qk_norm", T.QK_NORM_FAMILIES),
-    ("gated_attention", T.GATED_ATTENTION_FAMILIES),
-    ("sandwich_norm", T.SANDWICH_NORM_FAMILIES),
-    ("gelu_approx", T.GELU_APPROX_FAMILIES),
-    ("qk_norm_after_transpose", T.QK_NORM_AFTER_TRANSPOSE_FAMILIES),
-    ("softcap_attention", T.SOFTCAP_ATTENTION_FAMILIES),
-    ("fused_qkv", T.FUSED_QKV_FAMILIES),
-    ("fused_gate_up", T.FUSED_GATE_UP_FAMILIES),
-    ("conv_state_view", T.CONV_VIEW_FAMILIES),
-    ("moe_bias", T.MOE_BIAS_FAMILIES),
-    ("array_mask", T.ARRAY_MASK_FAMILIES),
+#: basis trait name -> whether the module's compute traits (``profiles/mlx_lm/<module>.yaml``) have it
+_TRAIT_TESTS = (
+    ("qk_norm", lambda t: t.qk_norm != "none"),
+    ("gated_attention", lambda t: t.gated_attention),
+    ("sandwich_norm", lambda t: t.sandwich_norm),
+    ("gelu_approx", lambda t: t.gelu_approx),
+    ("qk_norm_after_transpose", lambda t: t.qk_norm == "after_transpose"),
+    ("softcap_attention", lambda t: t.softcap_attention),
+    ("fused_qkv", lambda t: t.fused_qkv),
+    ("fused_gate_up", lambda t: t.fused_gate_up),
+    ("conv_state_view", lambda t: t.conv_state == "view"),
+    ("moe_bias", lambda t: t.expert_bias),
+    ("array_mask", lambda t: t.mask == "array"),
 )
 
 
 def compute_traits(p: Profile, routes: KernelRoutes) -> frozenset[str]:
     """The op-model code paths ``p``'s prefill takes on ``routes``' backend (see the module doc)."""
     fam = p.mlx_model_type
-    out: set[str] = set()
-    for name, fams in _FAMILY_TRAITS:
-        if fam in fams:
-            out.add(name)
+    tr = traits_of(fam)
+    out: set[str] = {name for name, has in _TRAIT_TESTS if has(tr)}
     out.add("mlp:moe" if p.moe is not None else "mlp:dense")
     if p.attention_sinks:
         out.add("sinks")
@@ -89,11 +86,11 @@ def compute_traits(p: Profile, routes: KernelRoutes) -> frozenset[str]:
             elif e.kind == "indexer":
                 out.add("attention:dsa_indexer")
             elif e.kind in ("full", "sliding", "chunked"):
-                if p.mla is not None and fam in T.EXPANDED_MLA_FAMILIES:
+                if p.mla is not None and tr.mla == "expanded":
                     out.add("attention:expanded_mla")
                 out.add(f"cache:{e.kind}")
                 n_q = p.num_heads or e.n_kv
-                mask = "bool" if (fam in T.ARRAY_MASK_FAMILIES or e.kind != "full") else "causal"
+                mask = "bool" if (tr.mask == "array" or e.kind != "full") else "causal"
                 call = SdpaCall(n_q, e.n_kv, e.k_width, e.v_width, 2048, 8192, mask, p.attention_sinks,
                                 p.dtype if p.dtype in ("bf16", "fp16", "fp32") else "bf16")
                 r = route_for(CallContext(2048, 6144, 2, call.dtype, routes, {}), call, fam)
@@ -141,8 +138,8 @@ MEASURED_OVER_CHOICE = ("the op model, which every calibration point of these tr
 
 
 def no_bound_reason(p: Profile, routes: KernelRoutes) -> str | None:
-    """Why an unmeasured ``p`` gets no number on ``routes``' backend (see ``NO_BOUND_STATE_FAMILIES``)."""
-    if p.mlx_model_type in NO_BOUND_STATE_FAMILIES and any(e.kind == "state" for lt in p.layer_types.values()
+    """Why an unmeasured ``p`` gets no number on ``routes``' backend (the module's ``state_bound: false``)."""
+    if not traits_of(p.mlx_model_type).state_bound and any(e.kind == "state" for lt in p.layer_types.values()
                                                              for e in lt.entries):
         return (f"unsupported: the {routes.backend} prefill peak of {p.mlx_model_type}'s Mamba2 (ssm_attn) layers is not "
                 "verified on this backend and no worst case covers them (measured: CPU 0.92 of the op model at "

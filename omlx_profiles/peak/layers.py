@@ -8,7 +8,7 @@ from .ops.items import CallContext, EntryStep, Item, fast_op
 from .ops.mla import mla_expanded_items, mla_latent_items
 from .ops.mlp import mlp_items
 from .ops.recurrent import linear_attention_items
-from .ops.traits import EXPANDED_MLA_FAMILIES, SANDWICH_NORM_FAMILIES
+from ..mlxlm.recipe_files import traits_of
 
 
 def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: CallContext, *, cache_only: bool,
@@ -25,7 +25,7 @@ def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: Ca
         items = mla_latent_items(p, lt.entries, steps, ctx, cache_only=cache_only)
     elif kinds[0] in ("full", "sliding", "chunked"):
         e = lt.entries[0]
-        if p.mla is not None and p.mlx_model_type in EXPANDED_MLA_FAMILIES:
+        if p.mla is not None and traits_of(p.mlx_model_type).mla == "expanded":
             items = mla_expanded_items(p, e, steps[0], ctx, cache_only=cache_only)
         else:
             items = attention_items(p, e, steps[0], ctx, cache_only=cache_only)
@@ -39,8 +39,8 @@ def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: Ca
         items = linear_attention_items(p, lt, lt.entries[0], steps[0], ctx, cache_only=cache_only)
     else:
         raise UnsupportedError(f"unsupported: no transient model for a {lt.label!r} layer")
-    if cache_only or p.mlx_model_type == "nemotron_h":
-        return items  # nemotron_h: attention/mamba/MLP are separate layers ('none' = MLP-only)
+    if cache_only or traits_of(p.mlx_model_type).separate_mlp:
+        return items  # separate_mlp: attention/mixer/MLP are separate layers ('none' = MLP-only)
     return items + mlp_items(p, ctx, moe=moe)
 
 
@@ -55,7 +55,7 @@ def embedding_items(p: Profile, ctx: CallContext) -> list[Item]:
     h = p.hidden_size
     # the gather reads from the whole table (its elements count for CUDA's graph commit)
     items = [Item("embedding", ctx.q_len * h * ctx.act, 1, 3, elems=(p.vocab_size or 0) * h + ctx.q_len)]
-    if p.mlx_model_type in SANDWICH_NORM_FAMILIES:
+    if traits_of(p.mlx_model_type).sandwich_norm:
         items.append(Item("embedding", ctx.q_len * h * ctx.act, 1))
     return items
 

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .formula import FormulaError, parse as parse_formula
+from .traits import Traits  # noqa: F401 - part of the recipe model (re-exported)
 
 Key = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=80)]
 #: a config key, or a dotted path into a nested object of the config (dbrx ``attn_config.kv_n_heads``)
@@ -156,6 +157,9 @@ class LayerTypes(_Strict):
     default: Modulo | Flags | KindName | None = Field(
         description="layout when the config has no layer_types (null: mlx-lm has none and fails)")
     length: bool = Field(False, description="mlx-lm builds one layer per entry: the count key is not read")
+    requires: list[str] = Field(
+        default_factory=list, description="entries mlx-lm looks up with list.index (e.g. the first full-attention "
+                                          "layer's mask): a config whose list lacks one fails to load")
     ints: bool = Field(False, description="the list holds integers (mimo_v2_flash hybrid_layer_pattern, 1 = sliding): "
                                           "map keys are their decimal strings ('0', '1')")
 
@@ -348,6 +352,18 @@ class Text(_Strict):
                                         description="top-level fields the wrapper's args class requires")
 
 
+class Ignore(_Strict):
+    """A config key mlx-lm does not honour, with conditions: no note when ``unless`` is false in the config
+    (the config itself already switches the ignored key off, e.g. ``use_sliding_window: false``), or when
+    ``only_without`` is given (the key is honoured through that one)."""
+
+    reason: Reason
+    unless: Key | None = None
+    only_without: Key | None = Field(
+        None, description="said only when this key is absent or null (llama: sliding_window matters only through "
+                          "layer_types)")
+
+
 class Attention(_Strict):
     """Attention widths a module computes from other keys instead of the args rule, as formulas over config
     keys (``schema.formula``). Expanded MLA (deepseek_v2-shaped) caches K/V for every query head: keys
@@ -368,14 +384,19 @@ class Attention(_Strict):
 
 
 class ModuleRecipe(_Strict):
-    """``profiles/mlx_lm/<module>.yaml``: one mlx-lm module as data."""
+    """``profiles/mlx_lm/<module>.yaml``: one mlx-lm module as data.
+
+    ``args``, ``layout`` and ``kinds`` are given together (an extraction recipe) or not at all: a file
+    without them holds only the module's compute ``traits`` while its extraction is still Python (or not
+    yet written)."""
 
     module: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]
     mlx_lm: str = Field(description="the mlx-lm version this recipe was read from and verified against")
-    args: Args
+    args: Args | None = None
     text: Text | None = Field(None, description="wrapper: where the language model's config is")
-    layout: Layout
-    kinds: dict[KindName, KindSpec] = Field(min_length=1)
+    layout: Layout | None = None
+    kinds: dict[KindName, KindSpec] | None = Field(None, min_length=1)
+    traits: Traits = Field(default_factory=Traits, description="compute traits for the prefill peak's op model")
     mla: list[Key] | None = Field(None, description="config keys of the MLA ranks (latent/indexer kinds; with "
                                                     "full kinds: expanded MLA, the ranks the peak model reads)")
     dims: dict[Key, Formula] = Field(
@@ -384,16 +405,36 @@ class ModuleRecipe(_Strict):
                     "'hidden_size // num_attention_heads'): the rest of the recipe reads the name as that value, "
                     "whatever the config says")
     attention: Attention | None = Field(None, description="attention widths computed from other keys (expanded MLA)")
-    ignores: dict[Key, Reason] = Field(default_factory=dict, description="config keys mlx-lm does not honour, and why")
+    ignores: dict[Key, Reason | Ignore] = Field(
+        default_factory=dict, description="config keys mlx-lm does not honour, and why (said as a note when set)")
     kv_bits_fails: Reason | None = Field(
         None, description="why the module crashes once its KV cache is quantized (kv_bits): the extracted profile "
                           "carries it and the estimate refuses kv_bits; the live check requires mlx-lm to fail too")
+    unsupported: Reason | None = Field(
+        None, description="why this project does not profile the module (its layout cannot be expressed, or it "
+                          "cannot be built and checked live here): a file without args / layout / kinds")
     live: Live = Field(default_factory=Live)
     sources: list[Source] = Field(default_factory=list)
     notes: list[Reason] = Field(default_factory=list)
 
+    @property
+    def extracts(self) -> bool:
+        """True when the file is an extraction recipe (args, layout, kinds), not only traits."""
+        return self.layout is not None
+
     @model_validator(mode="after")
     def _kinds_known(self):
+        given = [n for n in ("args", "layout", "kinds") if getattr(self, n) is not None]
+        if given and len(given) != 3:
+            raise ValueError(f"args, layout and kinds are given together or not at all (got only {given})")
+        if given and self.unsupported:
+            raise ValueError("an extraction recipe (args, layout, kinds) cannot also be 'unsupported'")
+        if not given:
+            if self.text is not None or self.mla or self.ignores or self.live != Live() or self.dims or self.attention \
+                    or self.kv_bits_fails:
+                raise ValueError("a traits-only file (no args / layout / kinds) holds only module, mlx_lm, traits, "
+                                 "sources and notes")
+            return self
         missing = sorted(self.layout.kind_names() - set(self.kinds))
         if missing:
             raise ValueError(f"layout names kinds {missing} that 'kinds' does not define")

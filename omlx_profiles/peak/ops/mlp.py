@@ -4,14 +4,14 @@ from __future__ import annotations
 from ...errors import UnsupportedError
 from ...registry.profile import Profile
 from .items import CallContext, Item, fast_op
-from .traits import FUSED_GATE_UP_FAMILIES, GELU_APPROX_FAMILIES, MOE_BIAS_FAMILIES, SANDWICH_NORM_FAMILIES
+from ...mlxlm.recipe_files import traits_of
 
 
 def mlp_items(p: Profile, ctx: CallContext, *, moe: bool) -> list[Item]:
     """The feed-forward block: dense SwiGLU, or the mlx-lm SwitchGLU MoE (+ shared experts)."""
     S, s = ctx.q_len, ctx.act
     h = p.hidden_size
-    fam = p.mlx_model_type
+    tr = traits_of(p.mlx_model_type)
     items = [fast_op(ctx, "rms_norm", S * h * s, weight=h)]
     if moe and p.moe is not None:
         m = p.moe
@@ -25,7 +25,7 @@ def mlp_items(p: Profile, ctx: CallContext, *, moe: bool) -> list[Item]:
             items.append(Item("moe.sort", T * 4 * 4 + T * h * s, 5, out=T * (h * s + 8), elems=S * h + 4 * T))
         # gate and up (gather_mm: every expert's weight is an input), the compiled SwiGLU writes into one
         # of them (donation), down
-        if fam in MOE_BIAS_FAMILIES:
+        if tr.expert_bias:
             # SwitchLinear with bias: each projection adds bias[indices] (a (T, out) gather) in place
             items.append(Item("moe.experts", T * I * s * 4 + T * h * s * 2, 10, out=T * h * s,
                               op_bytes=(T * I * s, T * I * s, 0, T * I * s, T * I * s, 0, 0, T * h * s, T * h * s, 0),
@@ -40,20 +40,20 @@ def mlp_items(p: Profile, ctx: CallContext, *, moe: bool) -> list[Item]:
         # (y * scores) reuses the unsorted y (donation), then the sum over the k experts
         items.append(Item("moe.combine", S * h * s, 2, out=S * h * s, elems=2 * T * h + T))
         if m.shared_experts:
-            Ish = (p.intermediate_size or I) if fam in ("qwen3_next", "qwen3_5_moe") else I * m.shared_experts
+            Ish = (p.intermediate_size or I) if tr.shared_expert == "intermediate" else I * m.shared_experts
             items.append(Item("moe.shared_expert", S * Ish * s * 2 + S * h * s * 2, 6, out=S * h * s,
                               elems=2 * S * h + 3 * Ish * h + 3 * S * Ish + 2 * S * h))
     else:
         I = p.intermediate_size or 0
         if not I:
             raise UnsupportedError(f"unsupported: {p.name} has no intermediate_size, so its MLP activations are unknown")
-        if fam in FUSED_GATE_UP_FAMILIES:
+        if tr.fused_gate_up:
             # one gate|up matmul, the compiled SwiGLU on its two column views (each counts the 2*S*I span; it
             # cannot write into a view, so it allocates), down
             items.append(Item("mlp", S * I * s * 3 + S * h * s, 3, 3, out=S * h * s,
                               op_bytes=(2 * S * I * s, S * I * s, S * h * s),
                               elems=(S * h + 2 * I * h, 4 * S * I, S * I + h * I)))
-        elif fam in GELU_APPROX_FAMILIES:
+        elif tr.gelu_approx:
             # gate, up, gelu_approx (a new buffer), the product (in place), down
             items.append(Item("mlp", S * I * s * 3 + S * h * s, 5, 3, out=S * h * s, nodes=6,
                               op_bytes=(S * I * s, S * I * s, S * I * s, 0, S * h * s),
@@ -63,7 +63,7 @@ def mlp_items(p: Profile, ctx: CallContext, *, moe: bool) -> list[Item]:
             items.append(Item("mlp", S * I * s * 2 + S * h * s, 4, 3, out=S * h * s,
                               op_bytes=(S * I * s, S * I * s, 0, S * h * s),
                               elems=(S * h + I * h, S * h + I * h, 2 * S * I, S * I + h * I)))
-    if fam in SANDWICH_NORM_FAMILIES:
+    if tr.sandwich_norm:
         items.append(fast_op(ctx, "rms_norm", S * h * s, weight=h, donates=True))
     items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
     return items
