@@ -72,9 +72,10 @@ OUT_OF_BAND = {
     "llama-3.1-8b": "timing: the ranks held 2-9 graphs in flight, not the 11 of the graph cap (the GPU keeps up with "
                     "half a layer's work), so the window is smaller than the cap's: 1.45-1.81, never under "
                     "(benchmarks/cuda/README.md, Session 5)",
-    ("qwen3-30b-a3b", 8192): "1.151: the peak is chunk 0, where the replay's 24 graphs are node-limited (102 nodes) "
-                             "and the traced 24 element-limited (96): the attention items carry 3 kernels per layer "
-                             "more than the trace in a first chunk (and 3 fewer in later ones), not itemized yet",
+    ("qwen3-30b-a3b", 8192): "1.151: the peak is chunk 0, whose 24 graphs the replay commits as traced (counts "
+                             "match), so the excess is in the bytes the 11-graph window holds (the SwitchGLU's sorted "
+                             "and unsorted token copies, 1.38 GiB each in the window), not in the graph ends; not "
+                             "identified (32k's peak is a later chunk: 1.10)",
 }
 
 
