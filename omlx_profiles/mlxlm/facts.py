@@ -61,13 +61,8 @@ def _spec(cls, required, defaults=None, head_dim="optional", kv_from_heads=False
     return ArgsSpec(cls, frozenset(required.split()), dict(defaults or {}), head_dim, kv_from_heads)
 
 
-_LLAMA_REQ = "model_type hidden_size num_hidden_layers intermediate_size num_attention_heads rms_norm_eps vocab_size"
-_LLAMA_DEF = {"head_dim": None, "num_key_value_heads": None, "tie_word_embeddings": True, "layer_types": None,
-              "sliding_window": None}
-
 #: Args classes by mlx-lm module (or ``module.Class`` for the inner class of a wrapper).
 SPECS: dict[str, ArgsSpec] = {
-    "smollm3": _spec("smollm3.ModelArgs", _LLAMA_REQ, _LLAMA_DEF, "optional", True),
     "mistral3": _spec("mistral3.ModelArgs", "model_type text_config"),
     "gemma3": _spec("gemma3.ModelArgs", "model_type text_config", {"vocab_size": 262208}),
     "nemotron_h": _spec(

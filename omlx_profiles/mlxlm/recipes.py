@@ -225,6 +225,12 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
     def rule(c) -> None:
         r, d = c.r, c.d
         names, why = layer_kind_names(rec, r)
+        for key, count_key in rec.args.lengths.items():
+            given = r.raw(key, None)
+            if isinstance(given, list) and len(given) != r.int(count_key, maximum=None):
+                raise UnsupportedError(f"unsupported: model_type {shown(rec.module)}: {r.prefix}{key} has {len(given)} "
+                                       f"entries for {r.int(count_key, maximum=None)} {count_key} ({rec.args.cls} "
+                                       "raises ValueError)")
         pl, per = rec.layout.per_layer, None
         if pl is not None:
             names, per = pl_.resolve(pl, r, names)

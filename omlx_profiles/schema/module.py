@@ -44,6 +44,9 @@ class Args(_Strict):
     kv_from_heads: bool = Field(False, description="a missing/null num_key_value_heads becomes num_attention_heads")
     mha: bool = Field(False, description="the module has no KV-head field: every attention head has its own K/V "
                                          "(a config num_key_value_heads is ignored)")
+    lengths: dict[Key, Key] = Field(
+        default_factory=dict, description="list key -> count key: __post_init__ raises ValueError when the list "
+                                          "is given with another length (smollm3 no_rope_layers)")
     keys: dict[Literal["num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size",
                        "head_dim", "vocab_size", "intermediate_size", "max_position_embeddings"], KeyPath] = Field(
         default_factory=dict, description="canonical name -> this module's config key (gpt2: n_layer, ...), or a "
