@@ -10,23 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from .model_types import REMAPPING
+
 MLX_LM_VERSION = "0.32.2"
 
-#: ``mlx_lm.utils.MODEL_REMAPPING``: config model_type -> the module that builds it.
-MODEL_REMAPPING: dict[str, str] = {
-    "mistral": "llama",
-    "llava": "mistral3",
-    "phi-msft": "phixtral",
-    "falcon_mamba": "mamba",
-    "joyai_llm_flash": "deepseek_v3",
-    "kimi_k2": "deepseek_v3",
-    "qwen2_5_vl": "qwen2_vl",
-    "minimax_m2": "minimax",
-    "iquestcoder": "llama",
-    "xverse": "llama",
-    "gemma4_unified": "gemma4",
-    "deepseek_v41_text": "deepseek_v41",
-}
+#: ``mlx_lm.utils.MODEL_REMAPPING``: config model_type -> the module that builds it (data: index.yaml).
+MODEL_REMAPPING: dict[str, str] = REMAPPING
 
 #: ``mlx_lm.utils.MODEL_ARCHITECTURE_REMAPPING``: (model_type, architecture) -> module; checked first.
 ARCHITECTURE_REMAPPING: dict[tuple[str, str], str] = {
