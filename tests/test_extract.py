@@ -297,6 +297,20 @@ def test_unsupported_says_why(cfg, why):
     with pytest.raises(UnsupportedError, match="^unsupported: ") as e:
         profile_from_config(cfg)
     assert why in str(e.value)
+    assert str(e.value).count("unsupported: ") == 1 and why in e.value.reason  # the prefix once, owned by the class
+
+
+def test_unsupported_error_owns_its_prefix():
+    """``UnsupportedError`` adds ``unsupported: `` itself (once: a why that already has it is not doubled) and
+    keeps the why alone in ``reason``, so a caller adding context never strips and re-adds the prefix."""
+    import pickle
+
+    for why in ("no rule for x", "unsupported: no rule for x"):
+        e = UnsupportedError(why)
+        assert str(e) == "unsupported: no rule for x" and e.reason == "no rule for x"
+        assert str(pickle.loads(pickle.dumps(e))) == str(e)
+    with pytest.raises(UnsupportedError, match="^unsupported: config.json: model_type .no_such_arch.: no cache-layout rule"):
+        profile_from_config({"model_type": "no_such_arch"}, source="config.json")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -194,12 +194,9 @@ def extract_config(config: Any, *, source: str = "config.json", name: str | None
         return _extract_config(config, source=source, name=name, name_hint=name_hint, dtype=dtype,
                                nonfinite=nonfinite)
     except UnsupportedError as e:
-        msg = str(e)
-        if source in msg:
+        if source in str(e):
             raise
-        head = "unsupported: "
-        body = msg[len(head):] if msg.startswith(head) else msg
-        raise UnsupportedError(f"{head}{source}: {body}") from None
+        raise UnsupportedError(f"{source}: {e.reason}") from None
 
 
 def _extract_config(config: Any, *, source: str, name: str | None, name_hint: str | None, dtype: str | None,

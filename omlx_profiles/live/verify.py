@@ -273,16 +273,12 @@ def live_config_for(profile: Profile, config: dict | str | Path | None = None) -
         from ..mlxlm.config import load_config
 
         return load_config(config).data
-    try:
-        from ..mlxlm.to_config import config_for_profile  # the live harness: profile -> mlx-lm config
-    except ImportError:
-        raise UnsupportedError(
-            "unsupported: live verification needs a model config (--config PATH / config=...) or "
-            "omlx_profiles.mlxlm.to_config.config_for_profile, which is not available") from None
+    from ..mlxlm.to_config import config_for_profile  # the live harness: profile -> mlx-lm config
+
     try:
         return config_for_profile(profile)
     except ValueError as e:  # live.synth.SynthError: no rule to turn this profile into an mlx-lm config
-        raise UnsupportedError(f"unsupported: cannot build a live model for {profile.name!r} from the profile alone "
+        raise UnsupportedError(f"cannot build a live model for {profile.name!r} from the profile alone "
                                f"({e}); pass the checkpoint's config.json (--against PATH)") from None
 
 
@@ -316,7 +312,7 @@ def verify_profile(profile: Profile, model: Any = None, *, config: dict | str | 
                 warnings.simplefilter("ignore", UserWarning)
                 model = build_model(cfg, dtype=profile.dtype, lazy=True)
         except (ValueError, TypeError, KeyError, AttributeError, ImportError) as e:
-            raise UnsupportedError(f"unsupported: mlx-lm cannot build this config ({type(e).__name__}: {e})") from None
+            raise UnsupportedError(f"mlx-lm cannot build this config ({type(e).__name__}: {e})") from None
     layout = probe_model(model)
     act = layout_dtype(layout)
     dis = compare_layout(profile, layout, act_dtype=act, registry=registry, check_dtype=not built)

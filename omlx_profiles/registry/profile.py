@@ -18,6 +18,7 @@ class StateTensorSpec:
     name: str
     elements: int
     dtype: str  # "model" or a dtype name
+    shape: tuple[int, ...] = ()  # as declared: the peak's state ops need the conv window and recurrent dims
 
     def nbytes(self, act_bytes: int) -> int:
         return self.elements * (act_bytes if self.dtype == "model" else DTYPE_BYTES[self.dtype])
@@ -165,7 +166,7 @@ def _entry(s, v: CompleteVariant, in_list: bool) -> CacheEntry:
     if kind == "state":
         return CacheEntry(
             kind=kind,
-            tensors=tuple(StateTensorSpec(t.name, prod(t.shape), t.dtype) for t in s.tensors),
+            tensors=tuple(StateTensorSpec(t.name, prod(t.shape), t.dtype, tuple(t.shape)) for t in s.tensors),
             in_list=in_list,
         )
     return CacheEntry(kind="none", in_list=in_list, slot=bool(getattr(s, "slot", False)))

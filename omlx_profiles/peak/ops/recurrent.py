@@ -23,22 +23,9 @@ class StateDims:
 
 
 def state_dims(p: Profile, lt: LayerType, entry: CacheEntry) -> StateDims:
-    """Shapes of a state cache's conv window and recurrent state, from the profile's declaration.
-
-    ``CacheEntry`` keeps element counts only, so the shapes come from the variant's layer kinds (or a
-    ``shape`` attribute on the tensor spec where the profile carries one)."""
-    shapes: dict[str, tuple[int, ...]] = {}
-    for t in entry.tensors:
-        shp = getattr(t, "shape", None)
-        if shp:
-            shapes[t.name] = tuple(shp)
-    v = p.variant
-    if not shapes and v is not None and lt.name in v.layers.kinds:
-        spec = v.layers.kinds[lt.name]
-        for sp in (spec if isinstance(spec, list) else [spec]):
-            if sp.kind == "state":
-                for t in sp.tensors:
-                    shapes[t.name] = tuple(t.shape)
+    """Shapes of a state cache's conv window and recurrent state, as the profile declares them
+    (``StateTensorSpec.shape``)."""
+    shapes = {t.name: tuple(t.shape) for t in entry.tensors if t.shape}
     conv = next((t for t in entry.tensors if t.name.startswith("conv")), None)
     ssm = next((t for t in entry.tensors if not t.name.startswith("conv")), None)
     if conv is None or ssm is None or conv.name not in shapes or ssm.name not in shapes:
