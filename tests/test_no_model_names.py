@@ -18,12 +18,12 @@ PACKAGE = ROOT / "omlx_profiles"
 
 #: path under omlx_profiles/ -> (most name literals allowed, why they are still Python)
 ALLOWED: dict[str, tuple[int, str]] = {
-    "mlxlm/facts.py": (6, "mlx-lm's MODEL_ARCHITECTURE_REMAPPING (drift-tested) and the args classes of the "
-                          "wrapper readers and the nemotron_h rule"),
-    "mlxlm/to_layers.py": (5, "the hand-written rule not yet expressible as a recipe (nemotron_h: its pattern "
+    "mlxlm/facts.py": (4, "mlx-lm's MODEL_ARCHITECTURE_REMAPPING (drift-tested) and the args classes of the "
+                          "mistral3 wrapper and the nemotron_h rule"),
+    "mlxlm/to_layers.py": (3, "the hand-written rule not yet expressible as a recipe (nemotron_h: its pattern "
                               "string with block-list fallbacks, written back as a layer string) and the wrapper list"),
-    "extraction/from_config.py": (13, "the wrapper readers (gemma3, mistral3, lfm2-vl) that inject defaults "
-                                      "into their text config"),
+    "extraction/from_config.py": (6, "the mistral3 wrapper reader (it dispatches on the text model_type and, having "
+                                     "no make_cache, turns sliding layers full)"),
     "mlxlm/to_config.py": (29, "profile -> mlx-lm config for the registry families' live tests: the table of "
                                "builders (the second interpreter, live_config, covers recipes' tiny configs only)"),
     "mlxlm/to_config_attention.py": (16, "the per-family builders of to_config (real dims from a profile)"),

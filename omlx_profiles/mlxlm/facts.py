@@ -53,7 +53,6 @@ def _spec(cls, required, defaults=None, head_dim="optional", kv_from_heads=False
 #: Args classes by mlx-lm module (or ``module.Class`` for the inner class of a wrapper).
 SPECS: dict[str, ArgsSpec] = {
     "mistral3": _spec("mistral3.ModelArgs", "model_type text_config"),
-    "gemma3": _spec("gemma3.ModelArgs", "model_type text_config", {"vocab_size": 262208}),
     "nemotron_h": _spec(
         "nemotron_h.ModelArgs",
         "model_type vocab_size hidden_size intermediate_size max_position_embeddings num_attention_heads "
@@ -62,5 +61,4 @@ SPECS: dict[str, ArgsSpec] = {
         {"hybrid_override_pattern": None, "layers_block_type": None, "layer_types": None,
          "num_hidden_layers": None, "head_dim": None},
         "optional"),
-    "lfm2-vl": _spec("lfm2-vl.ModelArgs", "model_type text_config"),
 }

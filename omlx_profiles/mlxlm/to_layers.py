@@ -331,4 +331,4 @@ RULES: dict[str, Callable[[Ctx], None]] = {
 }
 
 #: wrapper module -> how to find the text model: (args spec of the inner class, rule, injected defaults)
-WRAPPERS = ("gemma3", "mistral3", "lfm2-vl")
+WRAPPERS = ("mistral3",)

@@ -353,6 +353,16 @@ class Text(_Strict):
     optional: bool = False
     wrapper_required: list[Key] = Field(default_factory=lambda: ["model_type"],
                                         description="top-level fields the wrapper's args class requires")
+    recipe: Key | None = Field(
+        None, description="the module whose recipe reads the text config (gemma3 -> gemma3_text): this file then "
+                          "gives no args / layout / kinds of its own")
+    sets: dict[Key, Any] = Field(default_factory=dict, description="values the wrapper's __post_init__ writes into "
+                                                                   "the text config, whatever it says")
+    defaults: dict[Key, Any] = Field(default_factory=dict, description="values it writes where the text config "
+                                                                       "lacks the key")
+    from_top: dict[Key, Key] = Field(default_factory=dict, description="text key := this top-level key of the "
+                                                                       "wrapper config (its default: top_defaults)")
+    top_defaults: dict[Key, Any] = Field(default_factory=dict, description="the wrapper args class's defaults")
 
 
 class Ignore(_Strict):
@@ -432,6 +442,8 @@ class ModuleRecipe(_Strict):
             raise ValueError(f"args, layout and kinds are given together or not at all (got only {given})")
         if given and self.unsupported:
             raise ValueError("an extraction recipe (args, layout, kinds) cannot also be 'unsupported'")
+        if not given and self.text is not None and self.text.recipe:
+            return self  # a wrapper over another module's recipe (resolved when the files are loaded)
         if not given:
             if self.text is not None or self.mla or self.ignores or self.live != Live() or self.dims or self.attention \
                     or self.kv_bits_fails:
