@@ -82,6 +82,9 @@ def coverage_rows(reg: Registry) -> list[Row]:
                                 f"in {LIVE_ROUTES[model_type]}")
         if model_type != module and variants and model_type in claimed:
             return "verified", f"built by {module}.py like {', '.join(variants)}"
+        if model_type != module and module in live:  # a remapped type builds the recipe-verified module
+            return "verified", (f"module recipe profiles/mlx_lm/{module}.yaml, checked against the live mlx-lm "
+                                "model by tests/test_recipes_live.py")
         if module in unsupported:
             return "unsupported", unsupported[module]
         if model_type in claimed:
