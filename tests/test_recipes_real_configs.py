@@ -59,8 +59,8 @@ CASES = {
     # MLA latent 512 + k_pe 64
     "kimi-k2.x-kimi_k25": ("kimi_k25", 61, 61 * (512 + 64) * 2),
 }
-#: modules whose extraction is still a hand-written rule (to_layers), not their recipe
-HAND_WRITTEN = {"llama4"}
+#: modules whose extraction is still a hand-written rule (to_layers), not their recipe (llama4 is a recipe now)
+HAND_WRITTEN: set[str] = set()
 ISSUE_13_SIX = {"olmo-3.1-32b-instruct", "exaone-4.0-32b", "gemma-4-26b-a4b-it", "glm-5", "minimax-m2.7",
                 "qwen3-vl-32b-instruct"}
 NS = (1, 255, 256, 257, 3000)
