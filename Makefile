@@ -30,9 +30,12 @@ demo: install
 	$(BIN)/omlx-profiles estimate $(MODEL) --tokens $(TOKENS) --budget $(BUDGET)
 	$(BIN)/omlx-profiles fit $(MODEL) --budget $(BUDGET)
 
-## make test: installs the mlx + test extras and runs the whole suite (CPU backend on Linux).
+## make test: installs the mlx + test extras and runs the whole suite (CPU backend on Linux), one
+## pytest-xdist worker per core (TEST_JOBS=0: one process). --dist loadgroup: tests marked with the same
+## xdist_group (they share an expensive module-scoped setup) run on one worker; the rest are spread.
+TEST_JOBS ?= logical
 test: install-test
-	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadgroup $(PYTEST_ARGS)
 
 schema: install
 	$(BIN)/omlx-profiles schema --write

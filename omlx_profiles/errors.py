@@ -71,8 +71,18 @@ class UnknownModelError(OmlxProfilesError, LookupError):
 class UnsupportedError(OmlxProfilesError):
     """The case is real but cannot be answered with a number (mlx-lm would crash, or it is not modelled).
 
-    Reported as ``unsupported: <why>``, never replaced by a guess.
+    Reported as ``unsupported: <why>``, never replaced by a guess. The class owns that prefix: ``str(e)``
+    always starts with it (a ``why`` that already does is taken as is, so older call sites keep working) and
+    ``e.reason`` is the why alone, for a caller that adds where it happened (``UnsupportedError(f"{where}:
+    {e.reason}")``) without stripping and re-adding the prefix.
     """
+
+    PREFIX = "unsupported: "
+
+    def __init__(self, why: object):
+        why = str(why)
+        self.reason = why[len(self.PREFIX):] if why.startswith(self.PREFIX) else why
+        super().__init__(self.PREFIX + self.reason)
 
 
 class InputError(OmlxProfilesError, ValueError):

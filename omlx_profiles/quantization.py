@@ -11,7 +11,7 @@ computed at bits the checkpoint never had. A Hugging Face ``quantization_config`
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import InputError
 
@@ -35,6 +35,9 @@ class Quantization:
     group_size: int | None = None
     mode: str = "affine"
     overrides: int = 0
+    # (module name, its Quantization, or None: kept unquantized) per override, for the approximate weights'
+    # upper bound (estimate/weights.py); not part of equality
+    override_modules: tuple = field(default=(), compare=False)
 
     @property
     def quantized(self) -> bool:
@@ -91,16 +94,19 @@ def read(config: dict, label: str = "config.json") -> tuple[Quantization | None,
             continue  # Hugging Face format: not what mlx-lm's nn.quantize reads
         bits, gs, mode = _settings(q, where)
         overrides = 0
+        modules = []
         for name, v in q.items():
             if name in ("bits", "group_size", "mode"):
                 continue
             if v is False:
                 overrides += 1
+                modules.append((str(name), None))
             elif isinstance(v, dict):
-                _settings(v, f"{where}[{name!r}]", mode)
+                b2, g2, m2 = _settings(v, f"{where}[{name!r}]", mode)
                 overrides += 1
+                modules.append((str(name), Quantization(b2, g2, m2)))
             else:
                 raise InputError(f"{where}[{name!r}] must be a per-module object (bits, group_size) or false, "
                                  f"got {_shown(v)}")
-        return Quantization(bits, gs, mode, overrides), key
+        return Quantization(bits, gs, mode, overrides, tuple(modules)), key
     return None, ""

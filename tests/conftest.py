@@ -8,6 +8,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Hypothesis: the "ci" profile (default) keeps no example database (pytest-xdist workers would share one
+# directory of writable files) and derandomizes, so every run checks the same examples and a failure
+# reproduces anywhere. HYPOTHESIS_PROFILE=dev gives random examples and the usual .hypothesis/ database.
+settings.register_profile("ci", database=None, derandomize=True)
+settings.register_profile("dev")
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # No test reaches the real Hugging Face Hub: ids the registry does not know fall back to the Hub only
 # through its cache, which starts empty (tests/test_hub.py runs its own fake Hub and sets these itself).

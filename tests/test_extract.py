@@ -285,18 +285,32 @@ def test_model_directory_resolves(tmp_path):
 
 
 @pytest.mark.parametrize("cfg,why", [
-    ({"model_type": "rwkv7", "hidden_size": 64}, "RWKV states are not modelled"),
+    ({"model_type": "rwkv7", "hidden_size": 64}, "'head_dim', 'intermediate_size', 'norm_eps', 'num_hidden_layers', 'v_low_rank_dim', 'vocab_size', which mlx-lm's rwkv7.ModelArgs requires"),
     ({"model_type": "no_such_arch"}, "no cache-layout rule"),
     ({"model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 64,
       "num_attention_heads": 4, "rms_norm_eps": 1e-6, "vocab_size": 100, "num_key_value_heads": 2,
       "max_position_embeddings": 100, "tie_word_embeddings": False}, "'head_dim', which mlx-lm's qwen3.ModelArgs requires"),
-    ({"model_type": "gemma3"}, "has no text_config"),
-    ({"model_type": "gpt_oss", "layer_types": ["full_attention"] * 36}, "needs at least one sliding_attention"),
+    ({"model_type": "gemma3"}, "lacks ['text_config']"),
+    ({"model_type": "gpt_oss", "layer_types": ["full_attention"] * 36}, "has no ['sliding_attention'] entry"),
 ])
 def test_unsupported_says_why(cfg, why):
     with pytest.raises(UnsupportedError, match="^unsupported: ") as e:
         profile_from_config(cfg)
     assert why in str(e.value)
+    assert str(e.value).count("unsupported: ") == 1 and why in e.value.reason  # the prefix once, owned by the class
+
+
+def test_unsupported_error_owns_its_prefix():
+    """``UnsupportedError`` adds ``unsupported: `` itself (once: a why that already has it is not doubled) and
+    keeps the why alone in ``reason``, so a caller adding context never strips and re-adds the prefix."""
+    import pickle
+
+    for why in ("no rule for x", "unsupported: no rule for x"):
+        e = UnsupportedError(why)
+        assert str(e) == "unsupported: no rule for x" and e.reason == "no rule for x"
+        assert str(pickle.loads(pickle.dumps(e))) == str(e)
+    with pytest.raises(UnsupportedError, match="^unsupported: config.json: model_type .no_such_arch.: no cache-layout rule"):
+        profile_from_config({"model_type": "no_such_arch"}, source="config.json")
 
 
 # --------------------------------------------------------------------------------------------------

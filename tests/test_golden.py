@@ -6,31 +6,93 @@ alters numbers on purpose, regenerate the file in the same commit and say why in
     .venv/bin/python tests/golden/generate.py --write
 
 Never regenerate it to make an accidental difference go away: the diff below names the entries.
+
+Why it is split into one test per registry variant (+ calibration, facade, grid): the dump is ~100 variants
+of independent work, and one test holding all of it was the longest single item of the suite; split, the
+pytest-xdist workers share it. The comparison stays byte-for-byte: every section is rendered with the
+same ``dumps`` at the depth it has in the file, and ``test_golden_file_is_canonical`` proves the committed
+file is exactly the concatenation of those renderings, so all sections equal <=> the whole file equals
+``generate.py``'s output (what ``generate.py --check`` compares in one go).
 """
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
-from .golden.generate import GOLDEN, build, dumps
+import pytest
+
+from .golden.generate import GOLDEN, GRID, _api, calibration, dumps, facade, variant
 
 
-def _diff(old: dict, new: dict, path: str = "", out: list | None = None) -> list[str]:
+@lru_cache(maxsize=None)
+def _committed() -> tuple[str, dict]:
+    text = GOLDEN.read_text()
+    return text, json.loads(text)
+
+
+@lru_cache(maxsize=None)
+def _env():
+    api = _api()
+    return api, api.load_registry([], include_env=False)
+
+
+def _diff(old, new, path: str = "", out: list | None = None) -> list[str]:
     out = [] if out is None else out
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        if old != new:
+            out.append(f"{path}: {json.dumps(old)[:200]} -> {json.dumps(new)[:200]}")
+        return out
     for k in sorted(set(old) | set(new)):
         p = f"{path}/{k}"
         if k not in old or k not in new:
             out.append(f"{p}: {'added' if k in new else 'removed'}")
-        elif isinstance(old[k], dict) and isinstance(new[k], dict):
+        else:
             _diff(old[k], new[k], p, out)
-        elif old[k] != new[k]:
-            out.append(f"{p}: {json.dumps(old[k])[:200]} -> {json.dumps(new[k])[:200]}")
     return out
 
 
-def test_every_estimate_is_byte_identical_to_the_golden_file():
-    text = dumps(build())
-    committed = GOLDEN.read_text()
-    if text != committed:
-        changes = _diff(json.loads(committed), json.loads(text))
+def _same(path: str, committed, new, depth: int):
+    """``new`` rendered at its depth in the file is byte-identical to the committed section."""
+    if dumps(new, depth) != dumps(committed, depth):
+        changes = _diff(committed, new, path) or [f"{path}: same values, different rendering"]
         raise AssertionError(f"{len(changes)} golden entries changed (regenerate only on purpose: "
                              "tests/golden/README.md):\n" + "\n".join(changes[:40]))
+
+
+def test_golden_file_is_canonical():
+    """The committed text is exactly ``dumps`` of its own content: comparing sections == comparing bytes."""
+    text, doc = _committed()
+    assert set(doc) == {"grid", "variants", "calibration", "facade"}
+    assert dumps(doc) == text, "estimates.json is not in generate.py's format: regenerate it (README)"
+
+
+def test_grid_is_the_generators():
+    _same("/grid", _committed()[1]["grid"], json.loads(json.dumps(GRID)), 1)
+
+
+def test_same_variants_as_the_registry():
+    _, reg = _env()
+    _same("/variants", sorted(_committed()[1]["variants"]), sorted(reg.profiles), 1)
+
+
+def _variant_names() -> list[str]:
+    return sorted(_env()[1].profiles)
+
+
+@pytest.mark.parametrize("name", _variant_names())
+def test_variant_is_byte_identical(name):
+    api, reg = _env()
+    committed = _committed()[1]["variants"]
+    if name not in committed:
+        pytest.fail(f"/variants/{name}: added (regenerate only on purpose: tests/golden/README.md)")
+    _same(f"/variants/{name}", committed[name], variant(api, reg, name), 2)
+
+
+def test_calibration_is_byte_identical():
+    api, _ = _env()
+    _same("/calibration", _committed()[1]["calibration"], calibration(api), 1)
+
+
+def test_facade_is_byte_identical():
+    api, reg = _env()
+    _same("/facade", _committed()[1]["facade"], facade(api, reg), 1)

@@ -87,6 +87,13 @@ def _groups() -> dict[str, list[str]]:
 
 GROUPS = _groups()
 GROUP_IDS = {k: "+".join(v) for k, v in GROUPS.items()}
+KEY_OF = {name: k for k, names in GROUPS.items() for name in names}
+
+
+def _same_worker(key: str):
+    """pytest-xdist (--dist loadgroup): the tests that reuse one group's live runs (``group_runs``, cached
+    per process) go to one worker, so no group's models are built twice; different groups spread."""
+    return pytest.mark.xdist_group(f"kv_live-{list(GROUPS).index(key)}")
 
 
 def _build(cfg: dict):
@@ -186,7 +193,7 @@ def _shapes(row: dict) -> str:
 # --------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("key", list(GROUPS), ids=[GROUP_IDS[k] for k in GROUPS])
+@pytest.mark.parametrize("key", [pytest.param(k, id=GROUP_IDS[k], marks=_same_worker(k)) for k in GROUPS])
 def test_resident_kv_per_layer(key):
     dt, runs = group_runs(key)
     compared, bad = 0, []
@@ -272,8 +279,7 @@ def _live_full_model(name: str, n: int) -> tuple[int, str]:
     Every layer of a kind holds the same bytes (the per-layer test shows the live model agrees with
     that), so the whole stack is the sum over the uncut layer list of the live bytes of its kind.
     """
-    key = next(k for k, v in GROUPS.items() if name in v)
-    dt, runs = group_runs(key)
+    dt, runs = group_runs(KEY_OF[name])
     p = REG.profiles[name]
     cut = cut_profile(p, "kinds")
     live = iter(runs[("generate", 2048, n)])
@@ -284,7 +290,7 @@ def _live_full_model(name: str, n: int) -> tuple[int, str]:
     return sum(per_kind[k] for k in p.layer_names), dt
 
 
-@pytest.mark.parametrize("name", sorted(REG.profiles))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_same_worker(KEY_OF[n])) for n in sorted(REG.profiles)])
 def test_cli_estimate_equals_live_model(name, cli):
     p = REG.profiles[name]
     fixed_dtype = any(t.dtype != "model" for lt in p.layer_types.values() for e in lt.entries for t in e.tensors)
@@ -330,7 +336,13 @@ def _model(name: str, layers: str = "kinds"):
     return _build(config_for_profile(p, layers=layers, dense=can_be_dense(p)))
 
 
-@pytest.mark.parametrize("name,bits,group,start", QUANT_CASES, ids=lambda x: str(x))
+def _same_model(name: str):
+    """pytest-xdist: the tests that reuse ``_model(name)`` (cached per process) run on one worker."""
+    return pytest.mark.xdist_group(f"kv_live-model-{name}")
+
+
+@pytest.mark.parametrize("name,bits,group,start", [pytest.param(*c, marks=_same_model(c[0])) for c in QUANT_CASES],
+                         ids=lambda x: str(x))
 def test_kv_quantized(name, bits, group, start):
     model, dt = _model(name)
     cut = cut_profile(REG.profiles[name], "kinds")
@@ -345,6 +357,7 @@ def test_kv_quantized(name, bits, group, start):
     assert not bad, "\n".join(bad)
 
 
+@_same_model("llama-3.1-8b")
 def test_quantized_kv_start_boundary():
     """mlx-lm converts after the call that brings the offset to >= quantized_kv_start, capacity kept."""
     model, dt = _model("llama-3.1-8b")

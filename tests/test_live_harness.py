@@ -102,6 +102,10 @@ CASES = {
 }
 
 
+# pytest-xdist (--dist loadgroup): the tests that share the module's built models run on one worker
+SAME_MODELS = pytest.mark.xdist_group("live_harness_models")
+
+
 @pytest.fixture(scope="module")
 def models() -> dict:
     return {}
@@ -113,6 +117,7 @@ def get_model(models: dict, name: str):
     return models[name]
 
 
+@SAME_MODELS
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("sched", ["generate", "direct"])
 @pytest.mark.parametrize("n", [1, 257])
@@ -124,6 +129,7 @@ def test_resident_bytes_match_formulas(models, name, sched, n):
     assert cache_totals(report)["nbytes"] == sum(c.nbytes for c in cache)
 
 
+@SAME_MODELS
 def test_chunked_generate_and_prefix_rows(models):
     """Chunks of 128 still give 256-aligned rows; a prefix hit then slices (catalogue rule)."""
     model = get_model(models, "llama-3.2-1b-instruct")
@@ -147,6 +153,7 @@ def test_gated_deltanet_state_is_fp32_in_bf16_model():
                                                 "float32": 3 * ssm}
 
 
+@SAME_MODELS
 def test_quantized_kv_keeps_capacity(models):
     model = get_model(models, "llama-3.2-1b-instruct")
     cache = run_schedule(model, 257, "generate", kv_bits=8, kv_group_size=64,
@@ -157,6 +164,7 @@ def test_quantized_kv_keeps_capacity(models):
     assert sum(c.nbytes for c in cache) == 2 * 512 * row
 
 
+@SAME_MODELS
 @pytest.mark.parametrize("name", ["llama-3.2-1b-instruct", "gemma-3-4b-it"])
 def test_prefill_peak_covers_cache(models, name):
     model = get_model(models, name)
@@ -168,6 +176,7 @@ def test_prefill_peak_covers_cache(models, name):
     assert r["backend"] in ("cpu", "metal", "cuda") and r["mlx_version"]
 
 
+@SAME_MODELS
 def test_prefill_peak_with_prefix_cache(models):
     model = get_model(models, "llama-3.2-1b-instruct")
     r = measure_prefill_peak(model, 600, prefill_step=2048, cached=300)
@@ -191,6 +200,7 @@ def test_last_layer_is_dead_in_generate_prefill_chunks():
         shrink_config(load("gemma-3-4b-it"), layers=3)
 
 
+@SAME_MODELS
 def test_probe_layout_reports_row_shapes(models):
     layout = probe_layout(get_model(models, "gemma-3-4b-it"))
     assert [e["class"] for e in layout] == ["RotatingKVCache"] * 5 + ["KVCache"]
@@ -202,6 +212,7 @@ def test_probe_layout_reports_row_shapes(models):
     assert (indexer["keys"]["row_shape"], indexer["values"]["row_shape"]) == ([1, 128], [1, 128])
 
 
+@SAME_MODELS
 def test_load_local_round_trip(models, tmp_path):
     cfg = shrink_config(load("llama-3.2-1b-instruct"), layers=2, q_heads=8)
     model = build_model(cfg)

@@ -66,7 +66,9 @@ def test_leave_one_family_out_never_under(rows):
 def test_left_out_families_lose_their_own_traits(rows):
     """The guard is structural: a family whose code path nobody else exercises is not 'measured' without its
     own points (e.g. latent MLA, gated-DeltaNet, Phi-3's fused projections, gpt-oss's sinks)."""
-    for fam, backend, trait in [("deepseek_v3", "cuda", "attention:latent_mla"), ("phi3", "cuda", "fused_qkv"),
+    # (on CUDA latent MLA is also DeepSeek-V3.2's, measured in band since session 5: its own trait is the indexer)
+    for fam, backend, trait in [("deepseek_v3", "cpu", "attention:latent_mla"), ("phi3", "cuda", "fused_qkv"),
+                                ("deepseek_v32", "cuda", "attention:dsa_indexer"),
                                 ("gpt_oss", "cuda", "sinks"), ("qwen3_next", "cuda", "state:qwen3_next")]:
         assert trait in S.measured_from(rows)[backend] or fam in ("qwen3_next", "phi3")  # never measured in band
         assert trait not in S.measured_from(rows, exclude_family=fam).get(backend, frozenset())
@@ -130,3 +132,56 @@ def test_basis_in_json_and_table(tmp_path, capsys):
     assert main(["estimate", "llama-3.1-8b", "--tokens", "8192", "--backend", "cuda"]) == 0
     text = capsys.readouterr().out
     assert "(measured)" in text and "peak basis: measured" in text
+
+
+# Issue 14, session 5: the H200 points of the gated-DeltaNet hybrids (idle, and with a second process loading the GPU:
+# h200-mlx-0.32.4-gdn-contention.yaml) are all over the band and none under, so their CUDA peak is a `bound` whose
+# reason is that measurement; DeepSeek-V3.2's sparse-attention indexer, itemized op by op, is `measured`.
+GDN_FAMILIES = ("qwen3_next", "qwen3_5")
+
+
+def test_gdn_cuda_points_are_a_bound_with_the_measurement_as_reason(rows):
+    gdn = [r for r in rows if r.backend == "cuda" and r.family in GDN_FAMILIES]
+    assert len(gdn) >= 10 and any("contention" in r.file for r in gdn)
+    for r in gdn:
+        pt = r.point
+        bd = prefill_peak(r.profile, Request(pt.tokens, chunk=pt.chunk), backend="cuda", mlx_version="0.32.4",
+                          dtype=pt.dtype)
+        assert bd.peak_bytes >= r.measured, (r.model, r.tokens, r.chunk)  # never under
+        assert r.ratio > B.BAND[1]  # not in band: that is why it is a bound
+        assert bd.peak_basis == B.BOUND
+        why = bd.basis["reason"]
+        assert why.startswith("measured over the band on cuda") and "never under" in why, why
+        assert any(line.startswith("peak basis: bound (measured over the band") for line in bd.explanation)
+        assert bd.basis["conservative_choices"][0] == B.MEASURED_OVER_CHOICE
+
+
+def test_over_traits_come_from_the_points(rows):
+    """The over-the-band table lists exactly the traits of families with every warm point above the band that
+    no clean family covers, with their measured range."""
+    over = S.over_from(rows)["cuda"]
+    assert {"state:qwen3_next", "state:qwen3_5", "gated_attention"} <= over.keys()
+    lo, hi = over["state:qwen3_next"]["ratio"]
+    mine = [r.ratio for r in rows if r.backend == "cuda" and r.family == "qwen3_next"]
+    assert (lo, hi) == (round(min(mine), 3), round(max(mine), 3)) and lo > B.BAND[1]
+    assert not over.keys() & S.measured_from(rows)["cuda"]
+
+
+def test_dsa_indexer_is_measured_on_cuda_and_never_under(rows):
+    dsa = [r for r in rows if r.backend == "cuda" and r.family == "deepseek_v32"]
+    assert len(dsa) >= 6  # session 4's two points, their repeat and two predicted before measuring
+    assert "attention:dsa_indexer" in S.measured_from(rows)["cuda"]
+    assert all(r.ratio >= 1.0 for r in dsa) and any(B.BAND[0] <= r.ratio <= B.BAND[1] for r in dsa)
+
+
+def test_gdn_bound_in_cli_json_and_table(capsys):
+    from omlx_profiles.cli.main import main
+
+    args = ["estimate", "qwen3-next-80b-a3b-instruct", "--tokens", "32768", "--backend", "cuda", "--mlx-version",
+            "0.32.4"]
+    assert main(args + ["--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["peak_basis"] == "bound" and "measured over the band" in out["breakdown"]["basis"]["reason"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "(bound)" in text and "peak basis: bound (measured over the band on cuda" in " ".join(text.split())

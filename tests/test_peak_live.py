@@ -84,27 +84,27 @@ ARCHS = {
 }
 
 
-@pytest.fixture(scope="module")
-def measured():
-    """arch -> (profile, dtype, per-call rows of the highest replay, per-call max over repeats)."""
-    out = {}
+def measured(arch: str):
+    """(profile, dtype, per-call max over repeats of the replay's peaks) of one architecture.
+
+    Measured inside its own test (one model at a time, freed after), so pytest-xdist workers share the
+    architectures."""
     n = KS[-1] * CHUNK + 1
-    for arch, (dtype, cfg) in ARCHS.items():
-        model = build_model(cfg, dtype, allow_fp32_promotion=False)
-        prof = profile_for_config(cfg, dtype)
-        calls: list[int] | None = None
-        for _ in range(REPEATS):
-            r = measure_prefill_peak(model, n, CHUNK)
-            peaks = [row["peak_over_baseline"] for row in r["rows"]]
-            calls = peaks if calls is None else [max(a, b) for a, b in zip(calls, peaks)]
-        out[arch] = (prof, dtype, calls)
-        del model
-    return out
+    dtype, cfg = ARCHS[arch]
+    model = build_model(cfg, dtype, allow_fp32_promotion=False)
+    prof = profile_for_config(cfg, dtype)
+    calls: list[int] | None = None
+    for _ in range(REPEATS):
+        r = measure_prefill_peak(model, n, CHUNK)
+        peaks = [row["peak_over_baseline"] for row in r["rows"]]
+        calls = peaks if calls is None else [max(a, b) for a, b in zip(calls, peaks)]
+    del model
+    return prof, dtype, calls
 
 
 @pytest.mark.parametrize("arch", list(ARCHS))
-def test_estimate_within_band(measured, arch):
-    prof, dtype, calls = measured[arch]
+def test_estimate_within_band(arch):
+    prof, dtype, calls = measured(arch)
     # the replay's last-token step is below its chunks (so sub-prompts' peaks are their chunks' max)
     assert calls[-1] < max(calls[:-1])
     rows = []

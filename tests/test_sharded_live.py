@@ -148,6 +148,7 @@ def live(tmp_path_factory):
     return dirs, {r["rank"]: {x["name"]: x for x in r["results"]} for r in ranks}
 
 
+@pytest.mark.xdist_group("sharded_live")  # pytest-xdist: one worker runs the module's one launch of every case
 @pytest.mark.parametrize("case, model, parallel, split", CASES)
 def test_rank_kv_weights_exact_and_peak(live, case, model, parallel, split):
     dirs, measured = live

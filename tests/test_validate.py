@@ -111,3 +111,28 @@ def test_every_kind_of_data_file_is_checked(tmp_path):
     for rel, key in [("mlx_lm/sharding.yaml", "typo_mlx_lm"), ("naming/ids.yaml", "typo_version"),
                      ("kernels/cpu.yaml", "typo_backend"), ("calibration/cpu/qwen3-8b-shrunk.yaml", "typo_device")]:
         assert any(i.file == str(d / rel) and i.path == key and "unknown key" in i.message for i in issues), (rel, issues)
+
+
+def test_validate_parses_each_file_once(monkeypatch):
+    """``validate`` parses every family file one time: the Pydantic models, the JSON Schema pass and the
+    registry build all read that one parse (it used to parse each file three times)."""
+    from collections import Counter
+
+    from omlx_profiles.registry import check, files, yaml_safe
+    from omlx_profiles.registry.paths import builtin_profiles_dir
+
+    parses: Counter = Counter()
+    real = yaml_safe.load_yaml_text
+
+    def counting(text, source="<string>", *a, **kw):
+        parses[str(source)] += 1
+        return real(text, source, *a, **kw)
+
+    for mod in (check, files):
+        monkeypatch.setattr(mod, "load_yaml_text", counting)
+    issues, count = check.validate_paths([builtin_profiles_dir()])
+    assert not issues and count > 0
+    family = [s for s in parses if "/mlx_lm/" not in s and "/kernels/" not in s and "/calibration/" not in s
+              and "/naming/" not in s]
+    assert len(family) >= 10, sorted(parses)
+    assert {s: n for s, n in parses.items() if n != 1} == {}

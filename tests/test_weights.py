@@ -367,7 +367,7 @@ def test_approximate_covers_a_mixed_precision_checkpoint():
     formula with the same parameter count: >= the header bytes."""
     from types import SimpleNamespace
 
-    from omlx_profiles.estimate.weights import _from_profile
+    from omlx_profiles.estimate.weights.from_profile import from_profile as _from_profile
 
     mx = pytest.importorskip("mlx.core")
     import tempfile

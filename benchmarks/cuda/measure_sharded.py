@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -68,7 +69,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="nccl", help="mx.distributed backend (ring for a CPU smoke run)")
     ap.add_argument("--smoke", action="store_true", help="tiny shrunk configs on the CPU (ring backend)")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--warmup", type=int, default=0, help="tokens of one prefill right after each model is built")
     args = ap.parse_args(argv)
+    # COMMIT_TRACE (the LD_PRELOAD'ed commit_trace.so, see probe_commits.py): every CUDA graph launch and
+    # completion per chunk, so a rank's graphs in flight can be compared with one process's (session 5)
+    trace = None
+    if os.environ.get("COMMIT_TRACE"):
+        import probe_commits as pc
+
+        trace = pc.Trace(os.environ["COMMIT_TRACE"])
 
     if args.smoke:
         mx.set_default_device(mx.cpu)
@@ -123,8 +132,19 @@ def main(argv: list[str] | None = None) -> int:
         log(f"== {name}: rank weights {mp.GiB(wbytes):.2f} GiB, baseline {mp.GiB(baseline):.2f} GiB, "
             f"build {rec['build_s']} s")
         save()
+        if args.warmup:
+            mp.prefill_point(model, tokens_all, args.warmup, args.step, baseline, stream)
+            mp.settle()
         for L in lengths:
             for rep in range(args.repeats):
+                if trace is not None:
+                    chunks = pc.traced_prefill(model, tokens_all, L, args.step, baseline, stream, trace)
+                    rec.setdefault("traced", []).append({"tokens": L, "repeat": rep, "chunks": chunks})
+                    log(f"   {L:6d} rep {rep} traced: peak/base {max(c['peak_over_baseline_mib'] for c in chunks) / 1024:.3f}"
+                        " GiB; " + " ".join(f"{i}:{c['n_launch']}/{c['most_in_flight_at_launch']}"
+                                             for i, c in enumerate(chunks)))
+                    save()
+                    continue
                 p = mp.prefill_point(model, tokens_all, L, args.step, baseline, stream)
                 p["repeat"] = rep
                 rec["points"].append(p)

@@ -4,6 +4,7 @@
     python3 benchmarks/cuda/summarize.py            # writes profiles/calibration/cuda/h200-mlx-0.32.4.yaml
     python3 benchmarks/cuda/summarize.py --tables   # also prints the markdown tables used in README.md
     python3 benchmarks/cuda/summarize.py --heldout  # writes .../h200-mlx-0.32.4-heldout.yaml (peaks_heldout.json)
+    python3 benchmarks/cuda/summarize.py --s5          # .../h200-mlx-0.32.4-dsa-s5.yaml + -gdn-contention.yaml
     python3 benchmarks/cuda/summarize.py --contention  # .../h200-mlx-0.32.4-contention.yaml (peaks_contention*.json)
     python3 benchmarks/cuda/summarize.py --heldout2    # .../h200-mlx-0.32.4-heldout2.yaml (commits_heldout2.json)
     python3 benchmarks/cuda/summarize.py --nemotron    # .../h200-mlx-0.32.4-nemotron.yaml (commits_nemotron.json)
@@ -47,6 +48,8 @@ HELDOUT2_IDS = {
 CALIB_NEMOTRON = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-nemotron.yaml"
 NEMOTRON_IDS = {"nemotron-h-56b-base-8k": "nvidia/Nemotron-H-56B-Base-8K"}
 CALIB_NEVERUNDER = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-neverunder.yaml"
+CALIB_S5 = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-dsa-s5.yaml"
+CALIB_S5_HOG = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-gdn-contention.yaml"
 NEVERUNDER_IDS = {"deepseek-v3-8l-16e": "deepseek-ai/DeepSeek-V3 (first 8 layers, 16 experts)",
                   "deepseek-v3.2-8l-16e": "deepseek-ai/DeepSeek-V3.2 (first 8 layers, 16 experts)",
                   "qwen3-next-80b-a3b-8l-64e": "Qwen/Qwen3-Next-80B-A3B-Thinking (first 8 layers, 64 experts)",
@@ -242,6 +245,22 @@ NEVERUNDER_HEADER = [
 ]
 
 
+S5_HEADER = [
+    "# Issue 14 (session 5, run_s5.sh; predictions committed first: benchmarks/cuda/predictions-s5.md,",
+    "#   results/s5_predictions_before_run.json). CUT TO FIT ONE H200 as in h200-mlx-0.32.4-neverunder.yaml:",
+    "#   deepseek-v3.2-8l-16e: 8 of 61 layers (3 dense + 5 MoE), 16 of 256 routed experts (top-8); idle GPU.",
+    "#   The 8k / 32k step-2048 points repeat session 4's (same peaks to 0.1 MiB); 16k / step 1024 and 8k / step 4096",
+    "#   are new (predicted before measuring).",
+]
+S5_HOG_HEADER = [
+    "# Issue 14 (session 5, run_s5.sh; predictions committed first: benchmarks/cuda/predictions-s5.md).",
+    "# MEASURED UNDER GPU CONTENTION: gpu_hog.py (8192^3 bf16 matmuls) ran in a second process on the same H200",
+    "#   the whole time, so the measured process's host ran further ahead of its GPU (11 graphs in flight in every",
+    "#   chunk, against 8-11 idle). CUT TO FIT as in h200-mlx-0.32.4-neverunder.yaml: qwen3-next-80b-a3b-8l-64e",
+    "#   (8 of 48 layers: 6 gated-DeltaNet + 2 full attention, 64 of 512 experts), qwen3.5-27b-8l (8 of 64 layers).",
+]
+
+
 def traced_calibration(results: str, ids: dict, header: list[str]) -> str:
     """Calibration points from probe_commits.py's traced prefill (after a 64-token warm-up); its chunk peaks
     are recorded in MiB to 0.1 (so each peak here is exact to +-52 KB). ``results``: one or more files
@@ -293,7 +312,14 @@ def main():
     ap.add_argument("--heldout2", action="store_true")
     ap.add_argument("--nemotron", action="store_true")
     ap.add_argument("--neverunder", action="store_true")
+    ap.add_argument("--s5", action="store_true", help="session 5 (issue 14): DSA idle + gated-DeltaNet contended")
     args = ap.parse_args()
+    if args.s5:
+        for path, res, head in ((CALIB_S5, "commits_dsv32s5.json", S5_HEADER),
+                                (CALIB_S5_HOG, "commits_gdnhog.json", S5_HOG_HEADER)):
+            path.write_text(traced_calibration(res, NEVERUNDER_IDS, head))
+            print("wrote", path.relative_to(ROOT))
+        return
     if args.neverunder:
         CALIB_NEVERUNDER.write_text(traced_calibration("commits_dsv3.json,commits_dsv32.json,commits_gdn.json,"
                                                        "commits_dsv3b.json,commits_dsv3c.json,commits_gdnb.json,commits_kimi.json",

@@ -87,7 +87,7 @@ def _config_for(res, args) -> dict:
     try:
         return config_for_profile(res.profile, shrink=args.shrink, layers=layers)
     except SynthError as e:
-        raise UnsupportedError(f"unsupported: {e}") from None
+        raise UnsupportedError(f"{e}") from None
 
 
 def _preflight(prof, label: str, weights_nbytes: int, args, backend: str, mx) -> None:
@@ -110,7 +110,7 @@ def _preflight(prof, label: str, weights_nbytes: int, args, backend: str, mx) ->
     have = available_memory(mx)
     if have is not None and need > have:
         raise UnsupportedError(
-            f"unsupported: calibrating {label} at {longest:,} tokens needs about {format_bytes(need)} "
+            f"calibrating {label} at {longest:,} tokens needs about {format_bytes(need)} "
             f"(weights {format_bytes(weights_nbytes)} + prefill peak) but this machine offers "
             f"{format_bytes(have)}; use --shrink (tiny widths, same cache layout), --layers N, or fewer tokens")
 
@@ -156,7 +156,7 @@ def run(args) -> int:
         from ..live.build import build_model
         from ..live.measure import backend_info, measure_prefill_peak
     except ImportError as e:
-        raise UnsupportedError(f"unsupported: calibrate needs mlx and mlx-lm installed ({e})") from None
+        raise UnsupportedError(f"calibrate needs mlx and mlx-lm installed ({e})") from None
     from ..estimate.calibration import calibration_dir, profile_for_config
     from ..peak.prefill import Request, prefill_peak
     from ..units import format_bytes

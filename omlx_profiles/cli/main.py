@@ -93,8 +93,7 @@ def _run(argv: list[str] | None) -> int:
             print(f"error: {issue}", file=sys.stderr)
         return EXIT_FAIL
     except UnsupportedError as e:
-        msg = str(e)
-        print(msg if msg.startswith("unsupported") else f"unsupported: {msg}", file=sys.stderr)
+        print(str(e), file=sys.stderr)  # "unsupported: <why>": the class owns the prefix
         return EXIT_FAIL
     except (InputError, UnknownModelError) as e:
         print(f"error: {e}", file=sys.stderr)

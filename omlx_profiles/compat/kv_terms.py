@@ -9,20 +9,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..dtypes import DTYPE_BYTES
 from ..kv.bytes import kv_report
-from ..kv.replay import STEP
-from ..peak.replay import KV_SCALED_KINDS, scale_up
+from ..kv.replay import kv_capacity_fast
+from ..peak.replay import KV_SCALED_KINDS, kv_split, scale_up, scaled_total
 from .read import mla_kv_bytes_per_token
 
 
 def _act(p) -> int:
-    return 4 if p.dtype == "fp32" else 2
+    return DTYPE_BYTES[p.dtype]
 
 
 def step_rows(tokens: int) -> int:
     """Rows a ``KVCache`` holds after ``tokens``: mlx-lm allocates in steps of 256 (measured: the live caches
     of every family agree, tests/test_kv_live.py); oMLX's per-token override counted ``tokens``."""
-    return -(-int(tokens) // STEP) * STEP
+    return kv_capacity_fast(int(tokens), "direct", 1)
 
 
 def estimate_mla_kv_bytes_per_token(config: Any, cache_list: Any, dtype_size: float) -> float | None:
@@ -65,10 +66,8 @@ def block_bytes_per_token(p, kv_scale: float, store_scale: float) -> float:
 
 def scaled_kv(p, tokens: int, kv_scale: float, chunk: int = 2048) -> int:
     """Resident KV after ``tokens`` (prefill chunks of ``chunk``), full-attention caches at ``kv_scale``."""
-    from ..peak.fast import _scaled_total
-
     rep = kv_report(p, int(tokens), chunk=chunk)
-    return rep.total if kv_scale == 1.0 else _scaled_total(p, rep, kv_scale)
+    return rep.total if kv_scale == 1.0 else scaled_total(p, rep, kv_scale)
 
 
 def resident_kv(p, n: int, chunk: int, kv_scale: float, fixed_state_bytes: int) -> int:
@@ -95,14 +94,7 @@ def resident_kv(p, n: int, chunk: int, kv_scale: float, fixed_state_bytes: int) 
 
 def kv_parts(p, tokens: int, chunk: int, kv_scale: float) -> tuple[int, int]:
     """(full-attention caches at their prefill width, every other cache) after ``tokens``."""
-    rep = kv_report(p, int(tokens), chunk=chunk)
-    full = other = 0
-    for lb in rep.layers:
-        for e, x in zip(p.layer_types[lb.kind].entries, lb.entries):
-            if e.kind in KV_SCALED_KINDS:
-                full += x.nbytes
-            else:
-                other += x.nbytes
+    full, other = kv_split(p, kv_report(p, int(tokens), chunk=chunk))
     return scale_up(full, kv_scale), other
 
 

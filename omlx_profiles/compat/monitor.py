@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
+from ..dtypes import DTYPE_BYTES
 from ..errors import OmlxProfilesError
 from ..peak import kernels as _routes
 from ..peak.fast import FastPeak
@@ -88,7 +89,7 @@ class MemoryMonitor(SeedMonitor):
 
     def _apply_profile(self, profile, *, dtype_size: float | None, kv_bytes_per_token: float | None,
                        layer_scale: float = 1.0) -> None:
-        act = 4 if profile.dtype == "fp32" else 2
+        act = DTYPE_BYTES[profile.dtype]
         self._profile = profile
         self._dtype_size = dtype_size if dtype_size else act
         self._score_dtype_size = act

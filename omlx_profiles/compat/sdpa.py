@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..dtypes import DTYPE_BYTES
 from ..peak import kernels as _routes
 
 # oMLX's module-level names its own code and tests import (kept with the values oMLX 70fa3482 had; the
@@ -42,7 +43,7 @@ def sdpa_activation_bytes(p, routes: Any, n_q: int, n_kv: int, head_dim: int, qu
     """ONE attention call of profile ``p`` alone, as the kernel table ``routes`` routes it: the output (fused /
     vector kernels), plus one score tile (a registered tiled kernel), or the unfused fallback's score
     matrix, scaled q and output (``estimate_unfused_sdpa_call_bytes``), all in the compute dtype."""
-    act = 4 if p.dtype == "fp32" else 2
+    act = DTYPE_BYTES[p.dtype]
     hd = head_dim
     q, kv = int(query_tokens), max(int(kv_len), int(query_tokens))
     call = _routes.SdpaCall(n_q, n_kv, hd, hd, q, kv, mask="causal" if q > 1 else "none", dtype=p.dtype)

@@ -32,9 +32,8 @@ from ..mlxlm.config import (LoadedConfig, Reader, load_config, module_for, read_
                                 shown, spec, text_config_key)
 from ..mlxlm.fold import build_layers
 from ..mlxlm.facts import MLX_LM_VERSION, SPECS
-from ..mlxlm.recipes import reader_for, recipe, recipe_rule
-from ..mlxlm.to_layers import PLAIN, RULES, WRAPPERS, Ctx, Draft, rule_deepseek_v3, rule_gemma3_text, rule_lfm2, \
-    rule_llama4, rule_llama_like, rule_qwen3_next, _info
+from ..mlxlm.recipes import reader_for, recipe, recipe_rule, wrapper_injections
+from ..mlxlm.to_layers import RULES, WRAPPERS, Ctx, Draft, rule_llama_like, _info
 from ..mlxlm.support import unsupported_reason
 from ..registry.profile import Profile
 from ..registry.index import Registry, Resolution
@@ -122,25 +121,13 @@ def _text_reader(top: dict, module: str, model_type: str, label: str) -> tuple[R
         SPECS_W = spec(module)
         key = "text_config"
         tc = top.get(key)
-        if module in ("qwen3_5", "qwen3_5_moe") and key not in top:
-            tc, prefix = top, ""  # qwen3_5.ModelArgs.from_dict: a config without text_config is the text config
-        else:
-            if tc is None:
-                raise UnsupportedError(f"unsupported: model_type {shown(model_type)}: {label} has no text_config, which "
-                                       f"mlx-lm's {SPECS_W.cls} requires")
-            if not isinstance(tc, dict):
-                raise InputError(f"{label}: text_config must be an object, got {type(tc).__name__}")
-            prefix = "text_config."
+        if tc is None:
+            raise UnsupportedError(f"unsupported: model_type {shown(model_type)}: {label} has no text_config, which "
+                                   f"mlx-lm's {SPECS_W.cls} requires")
+        if not isinstance(tc, dict):
+            raise InputError(f"{label}: text_config must be an object, got {type(tc).__name__}")
+        prefix = "text_config."
         tmt = tc.get("model_type") if isinstance(tc.get("model_type"), str) else None
-        if module == "gemma3":
-            top_vocab = top.get("vocab_size", SPECS["gemma3"].defaults["vocab_size"])
-            inj = {"vocab_size": (top_vocab, "gemma3.ModelArgs.__post_init__ (text vocab := top-level vocab_size)")}
-            for k, dv in (("num_attention_heads", 8), ("num_key_value_heads", 4)):
-                if k not in tc:
-                    inj[k] = (dv, f"gemma3.ModelArgs.__post_init__ default ({k} = {dv} when text_config lacks it)")
-            r = Reader({k: v for k, v in tc.items() if k != "vocab_size"}, label=label, prefix=prefix,
-                       spec=spec("gemma3_text"), module="gemma3_text", injected=inj)
-            return r, rule_gemma3_text, tmt or "gemma3_text", notes
         if module == "mistral3":
             inj = {}
             if "tie_word_embeddings" not in tc:
@@ -148,31 +135,21 @@ def _text_reader(top: dict, module: str, model_type: str, label: str) -> tuple[R
             notes.append("mistral3 wrapper (also llava): mlx-lm's mistral3.py defines no make_cache, so every text "
                          "layer gets an unbounded KVCache, even layers text_config.layer_types marks sliding")
             if tmt == "mistral4":
-                r = Reader(tc, label=label, prefix=prefix, spec=spec("mistral4"), module="mistral4", injected=inj)
-                return r, rule_deepseek_v3, tmt, notes
+                inner = recipe("mistral4")
+                return reader_for(inner, tc, label=label, prefix=prefix, injected=inj), recipe_rule(inner), tmt, notes
             inner = "ministral3" if tmt == "ministral3" else "llama"
-            r = Reader(tc, label=label, prefix=prefix, spec=spec(inner), module=inner, injected=inj)
+            r = reader_for(recipe(inner), tc, label=label, prefix=prefix, injected=inj)
             return r, (lambda c: rule_llama_like(c, honour_sliding=False, who="mistral3.py")), tmt or inner, notes
-        if module in ("qwen3_5", "qwen3_5_moe"):
-            r = Reader(tc, label=label, prefix=prefix, spec=spec("qwen3_5.TextModelArgs"), module="qwen3_5")
-            return r, rule_qwen3_next, tmt, notes
-        if module == "lfm2-vl":
-            inj = {"tie_word_embeddings": (False, "lfm2-vl.ModelArgs.__post_init__ (tie_word_embeddings = False)")}
-            r = Reader(tc, label=label, prefix=prefix, spec=spec("lfm2"), module="lfm2", injected=inj)
-            return r, rule_lfm2, tmt or "lfm2", notes
-        if module == "llama4":
-            r = Reader(tc, label=label, prefix=prefix, spec=spec("llama4.TextArgs"), module="llama4")
-            return r, rule_llama4, tmt, notes
-    rec = recipe(module) if (module not in RULES or module in PLAIN) and module not in WRAPPERS else None
+    rec = recipe(module) if module not in RULES and module not in WRAPPERS else None
     if rec is not None:  # a module recipe (profiles/mlx_lm/<module>.yaml): data, no Python per module
-        key = text_config_key(top)
-        if key:
-            notes.append(f"{label}: has a {key}, but mlx-lm's {module}.py reads the top-level keys; so does this")
         if rec.text is None:
+            key = text_config_key(top)
+            if key:  # a wrapper recipe reads its text config (below): the note is for top-level readers only
+                notes.append(f"{label}: has a {key}, but mlx-lm's {module}.py reads the top-level keys; so does this")
             return reader_for(rec, top, label=label), recipe_rule(rec), None, notes
         missing = sorted(k for k in rec.text.wrapper_required if k not in top)
         tk = rec.text.key
-        if tk not in top and not rec.text.optional:
+        if tk not in top and not rec.text.optional and tk not in missing:
             missing.append(tk)
         if missing:
             raise UnsupportedError(f"unsupported: model_type {shown(model_type)}: {label} lacks {missing}, which "
@@ -182,7 +159,8 @@ def _text_reader(top: dict, module: str, model_type: str, label: str) -> tuple[R
             raise InputError(f"{label}: {tk} must be an object, got {type(tc).__name__}")
         prefix = f"{tk}." if tc is not top else ""
         tmt = tc.get("model_type") if isinstance(tc.get("model_type"), str) and tc is not top else None
-        return reader_for(rec, tc, label=label, prefix=prefix), recipe_rule(rec), tmt, notes
+        data, inj = wrapper_injections(rec, top, tc)
+        return reader_for(rec, data, label=label, prefix=prefix, injected=inj), recipe_rule(rec), tmt, notes
     if module in RULES and module in SPECS:
         key = text_config_key(top)
         if key:
@@ -203,12 +181,9 @@ def extract_config(config: Any, *, source: str = "config.json", name: str | None
         return _extract_config(config, source=source, name=name, name_hint=name_hint, dtype=dtype,
                                nonfinite=nonfinite)
     except UnsupportedError as e:
-        msg = str(e)
-        if source in msg:
+        if source in str(e):
             raise
-        head = "unsupported: "
-        body = msg[len(head):] if msg.startswith(head) else msg
-        raise UnsupportedError(f"{head}{source}: {body}") from None
+        raise UnsupportedError(f"{source}: {e.reason}") from None
 
 
 def _extract_config(config: Any, *, source: str, name: str | None, name_hint: str | None, dtype: str | None,

@@ -72,11 +72,11 @@ def profile_from_layout(layout: list[dict], *, dtype: str, name: str = "live-mod
                 tensors.append({"name": nm, "shape": list(t["shape"][1:]) or [1],
                                 "dtype": "model" if dt == act else dt})
             if not tensors:
-                raise UnsupportedError(f"unsupported: {cls} entry holds no arrays after the probe forward")
+                raise UnsupportedError(f"{cls} entry holds no arrays after the probe forward")
             return "state", {"kind": "state", "tensors": tensors}
         k, v = e.get("keys"), e.get("values")
         if not k or not v:
-            raise UnsupportedError(f"unsupported: {cls} entry has no keys/values after the probe forward "
+            raise UnsupportedError(f"{cls} entry has no keys/values after the probe forward "
                                    "(quantized or empty cache)")
         n_kv, kw, vw = k["row_shape"][0], k["row_shape"][1], v["row_shape"][1]
         if cls == "RotatingKVCache":
@@ -86,7 +86,7 @@ def profile_from_layout(layout: list[dict], *, dtype: str, name: str = "live-mod
             return "chunked", {"kind": "chunked", "chunk": e["chunk_size"], "num_kv_heads": n_kv,
                                "head_dim": kw, "v_head_dim": vw}
         if cls != "KVCache":
-            raise UnsupportedError(f"unsupported: cache class {cls} (not modelled)")
+            raise UnsupportedError(f"cache class {cls} (not modelled)")
         if mla and n_kv == 1 and kw == mla["kv_lora_rank"] and vw == mla["qk_rope_head_dim"]:
             return "latent", {"kind": "latent"}
         if mla and in_list and pos > 0 and n_kv == 1 and kw == vw and kw == mla.get("index_head_dim"):
@@ -101,7 +101,7 @@ def profile_from_layout(layout: list[dict], *, dtype: str, name: str = "live-mod
         else:
             per_layer.append(one(e, False, 0))
     if not per_layer:
-        raise UnsupportedError("unsupported: the model's prompt cache has no entries")
+        raise UnsupportedError("the model's prompt cache has no entries")
     payload: dict[str, Any] = {"mlx_model_type": mlx_model_type, "num_layers": len(per_layer), "dtype": act,
                                "layers": build_layers(per_layer)}
     if mla:

@@ -21,7 +21,7 @@ _RESERVED = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
 
 FIELD_ORDER = ("mlx_model_type", "num_layers", "hidden_size", "intermediate_size", "vocab_size", "num_heads",
                "num_kv_heads", "head_dim", "v_head_dim", "tie_word_embeddings", "dtype", "max_context",
-               "attention_sinks", "mla", "moe", "weights")
+               "attention_sinks", "kv_bits_fails", "mla", "moe", "weights")
 
 
 def scalar(v: Any) -> str:

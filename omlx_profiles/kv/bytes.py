@@ -41,11 +41,11 @@ class KVQuant:
         """Bytes of one quantized row of one head: packed uint32 words + scales + biases."""
         if width % self.group_size:
             raise UnsupportedError(
-                f"unsupported: head width {width} is not divisible by kv_group_size {self.group_size} "
+                f"head width {width} is not divisible by kv_group_size {self.group_size} "
                 "(mx.quantize raises)"
             )
         if (width * self.bits) % 32:
-            raise UnsupportedError(f"unsupported: head width {width} at {self.bits} bits does not pack into uint32")
+            raise UnsupportedError(f"head width {width} at {self.bits} bits does not pack into uint32")
         return width * self.bits // 8 + 2 * (width // self.group_size) * act_bytes
 
 
@@ -99,12 +99,12 @@ def entry_bytes(e: CacheEntry, calls: list[int], tokens: int, schedule: str, act
     converted = quant is not None and schedule == "generate" and not e.in_list and tokens >= quant.start
     if converted and e.kind == "sliding":
         raise UnsupportedError(
-            "unsupported: kv_bits with a sliding-window layer: mlx-lm's RotatingKVCache.to_quantized raises "
+            "kv_bits with a sliding-window layer: mlx-lm's RotatingKVCache.to_quantized raises "
             f"NotImplementedError once the offset reaches quantized_kv_start ({quant.start})"
         )
     if converted and e.kind == "latent":
         raise UnsupportedError(
-            "unsupported: kv_bits with MLA latent caches: mlx-lm 0.32 converts them and then crashes in attention "
+            "kv_bits with MLA latent caches: mlx-lm 0.32 converts them and then crashes in attention "
             "('list' object has no attribute 'swapaxes')"
         )
     if converted and e.kind == "full":
@@ -135,6 +135,8 @@ def kv_report(
         raise InputError(f"quant must be a KVQuant or None, got {type(quant).__name__}")
     if quant is not None and schedule != "generate":
         raise InputError("kv quantization happens inside generate_step: use schedule 'generate'")
+    if quant is not None and profile.kv_bits_fails and tokens >= quant.start:
+        raise UnsupportedError(f"unsupported: kv_bits with {profile.name}: {profile.kv_bits_fails}")
     act = DTYPE_BYTES[dt]
     calls = calls_for(tokens, schedule, chunk)
     per_type = {

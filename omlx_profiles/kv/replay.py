@@ -57,15 +57,26 @@ def runs(calls: list[int]) -> list[tuple[int, int]]:
     return [(s, len(list(g))) for s, g in groupby(calls)]
 
 
+def kv_call(cap: int, off: int, s: int) -> tuple[int, int, int]:
+    """``(capacity, offset, rows allocated)`` of a ``KVCache`` after one call of ``s`` tokens: the one home of
+    its growth rule (``KVCache.update_and_fetch``), which ``kv_advance``, ``ChunkedState`` and the peak's
+    per-call replay (``peak.replay.EntryState``) all call. A call that does not fit first slices the buffer
+    to the offset (when the offset is not a multiple of 256), then concatenates ``256 * ceil(s / 256)`` new
+    rows (the rows allocated, 0 when the call fits)."""
+    if cap == 0 or off + s > cap:
+        if cap and off % STEP:
+            cap = off
+        grow = _ceil_step(s)
+        return cap + grow, off + s, grow
+    return cap, off + s, 0
+
+
 def kv_advance(cap: int, off: int, s: int, k: int) -> tuple[int, int]:
     """``(capacity, offset)`` of a ``KVCache`` after ``k`` calls of ``s`` tokens: the calls that fit in the
-    capacity are skipped in one step, only the growing ones are replayed (exact, same rule as below)."""
+    capacity are skipped in one step, only the growing ones are replayed (``kv_call``)."""
     while k > 0:
         if cap == 0 or off + s > cap:
-            if cap and off % STEP:
-                cap = off
-            cap += _ceil_step(s)
-            off += s
+            cap, off, _ = kv_call(cap, off, s)
             k -= 1
             continue
         m = min(k, (cap - off) // s)
@@ -100,12 +111,16 @@ class RotatingState:
         self.window, self.keep = window, keep
         self.rows = self.idx = self.offset = 0
 
+    def kept_rows(self) -> int:
+        """Rows of the buffer a multi-token call keeps in temporal order before trimming to ``window - 1``
+        (``_temporal_order``: the whole buffer once it has wrapped, else up to the write index)."""
+        return self.rows if (self.idx == self.rows or self.idx < self.offset) else self.idx
+
     def rows_during(self, s: int) -> int:
         """Rows the buffer holds right after a multi-token call of ``s`` is concatenated."""
         if self.rows == 0:
             return s
-        rows = self.rows if (self.idx == self.rows or self.idx < self.offset) else self.idx
-        return min(rows, self.window - 1) + s
+        return min(self.kept_rows(), self.window - 1) + s
 
     def call(self, s: int) -> None:
         if s > 1:
@@ -169,11 +184,7 @@ class ChunkedState:
 
     def call(self, s: int) -> None:
         self.trim_front()
-        prev = self.offset - self.start
-        if self.rows == 0 or prev + s > self.rows:
-            if self.rows and prev % STEP:
-                self.rows = prev
-            self.rows += _ceil_step(s)
+        self.rows, _, _ = kv_call(self.rows, self.offset - self.start, s)  # then it grows like a KVCache
         self.offset += s
 
 

@@ -19,13 +19,15 @@ from dataclasses import dataclass, field
 from ..errors import UnsupportedError
 from ..extraction.from_config import extract_config
 from ..kv.bytes import KVQuant, kv_report
+from ..mlxlm.model_types import REMAPPING
 from ..mlxlm.recipes import live_config, recipe
 from .build import build_model
 from .probe import cache_report, run_schedule
 
 DTYPE_NAME = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 CLASS_OF = {"full": {"KVCache", "QuantizedKVCache"}, "sliding": {"RotatingKVCache"}, "chunked": {"ChunkedKVCache"},
-            "latent": {"KVCache", "QuantizedKVCache"}, "indexer": {"KVCache"}, "state": {"ArraysCache"}}
+            "latent": {"KVCache", "QuantizedKVCache"}, "indexer": {"KVCache"}, "state": {"ArraysCache"},
+            "none": {"KVCache", "QuantizedKVCache"}}  # none: a slot entry mlx-lm lists and never writes
 NS = (1, 255, 256, 257)
 LONG_N = 3000
 STEP = 256
@@ -51,7 +53,8 @@ def _compare(profile, live: list[dict], dtype: str, n: int, schedule: str, quant
     rep = kv_report(profile, n, dtype=dtype, quant=quant, schedule=schedule, chunk=STEP)
     where = f"N={n} {schedule}{'@' + str(STEP) if schedule == 'generate' else ''} {dtype}" + (
         f" kv_bits={quant.bits}" if quant else "")
-    layers = [l for l in rep.layers if any(e.kind != "none" for e in l.entries)]
+    kinds = profile.layer_types
+    layers = [l for l in rep.layers if any(e.kind != "none" or e.slot for e in kinds[l.kind].entries)]
     if len(layers) != len(live):
         return 0, [f"{where}: live cache list has {len(live)} entries, the recipe gives {len(layers)}"]
     bad = []
@@ -60,27 +63,38 @@ def _compare(profile, live: list[dict], dtype: str, n: int, schedule: str, quant
         if est.nbytes != got["nbytes"]:
             bad.append(f"{tag}: estimate {est.nbytes} != live {got['nbytes']}")
         entries = profile.layer_types[est.kind].entries
-        children = got.get("children") if len(entries) > 1 else [got]
-        if len(entries) > 1 and (got["class"] != "CacheList" or len(children or []) != len(entries)):
+        listed = len(entries) > 1 or entries[0].in_list  # a CacheList, of one member too
+        children = got.get("children") if listed else [got]
+        if listed and (got["class"] != "CacheList" or len(children or []) != len(entries)):
             bad.append(f"{tag}: expected a CacheList of {len(entries)}, live is {got['class']}")
             continue
         for e, eb, ch in zip(entries, est.entries, children):
             if ch["class"] not in CLASS_OF.get(e.kind, set()):
                 bad.append(f"{tag}: {e.kind} cache should be {sorted(CLASS_OF.get(e.kind, ()))}, live is {ch['class']}")
-            if len(entries) > 1 and eb.nbytes != ch["nbytes"]:
+            if listed and eb.nbytes != ch["nbytes"]:
                 bad.append(f"{tag}: {e.kind} part estimate {eb.nbytes} != live {ch['nbytes']}")
             if e.kind == "sliding" and (ch.get("max_size"), ch.get("keep", 0)) != (e.window, e.keep):
                 bad.append(f"{tag}: window/keep {e.window}/{e.keep} != live {ch.get('max_size')}/{ch.get('keep')}")
     return len(layers), bad
 
 
-def _build_probed(rec):
+def _overlay(rec, cfg: dict, extra: dict) -> dict:
+    """``cfg`` with ``extra`` over the language model's keys (under ``text.key`` for a wrapper)."""
+    out = dict(cfg)
+    if rec.text is not None:
+        out[rec.text.key] = {**out[rec.text.key], **extra}
+    else:
+        out.update(extra)
+    return out
+
+
+def _build_probed(rec, extra: dict | None = None):
     """The tiny model, with the head-dim probe (``recipes.HEAD_DIM_PROBE``) where mlx-lm runs with it.
 
     Some modules read ``head_dim`` but reshape attention's output to ``hidden_size`` (exaone), so they only
     run when head_dim == hidden // heads; for them the rule cannot matter and the check runs without it."""
     for probe in (True, False):
-        cfg = live_config(rec, probe_head_dim=probe)
+        cfg = _overlay(rec, live_config(rec, probe_head_dim=probe), extra or {})
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # CPU gather_mm promotes MoE models to float32 (said in build_model)
             model = build_model(cfg, rec.live.dtype)
@@ -107,16 +121,36 @@ def check_module(module: str, *, long: bool | None = None) -> CheckResult:
     plan = [("generate", n) for n in NS] + [("direct", n) for n in NS]
     if rec.live.long if long is None else long:
         plan += [("generate", LONG_N), ("direct", LONG_N)]
+    _run_plan(model, profile, dt, plan, res, "")
+    res.quantized = _check_quantized(model, profile, dt, res)
+    short = [("generate", n) for n in NS] + [("direct", n) for n in NS]
+    for i, extra in enumerate(rec.live.also):
+        m2, cfg2 = _build_probed(rec, extra)
+        dt2 = DTYPE_NAME[m2.omlx_build_info.dtype]
+        p2 = extract_config(cfg2, source=f"{module} live config + also[{i}]", dtype=dt2).profile()
+        _run_plan(m2, p2, dt2, short, res, f"also[{i}] {extra}: ")
+    # every model_type mlx-lm remaps onto this module: the same tiny config under that name, built by
+    # mlx-lm's own remapping and read through this package's
+    for alias in sorted(a for a, m in REMAPPING.items() if m == module):
+        acfg = {**cfg, "model_type": alias}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m3 = build_model(acfg, rec.live.dtype)
+        dt3 = DTYPE_NAME[m3.omlx_build_info.dtype]
+        p3 = extract_config(acfg, source=f"{alias} live config", dtype=dt3).profile()
+        _run_plan(m3, p3, dt3, [("generate", 257), ("direct", 257)], res, f"model_type {alias}: ")
+    res.passed = not res.problems and res.layers > 0
+    res.seconds = time.monotonic() - t0
+    return res
+
+
+def _run_plan(model, profile, dt: str, plan, res: CheckResult, tag: str) -> None:
     for schedule, n in plan:
         live = cache_report(run_schedule(model, n, schedule, prefill_step=STEP))
         c, bad = _compare(profile, live, dt, n, schedule, None)
         res.runs += 1
         res.layers += c
-        res.problems += bad
-    res.quantized = _check_quantized(model, profile, dt, res)
-    res.passed = not res.problems and res.layers > 0
-    res.seconds = time.monotonic() - t0
-    return res
+        res.problems += [tag + b for b in bad]
 
 
 def _check_quantized(model, profile, dt: str, res: CheckResult) -> str:
@@ -134,8 +168,14 @@ def _check_quantized(model, profile, dt: str, res: CheckResult) -> str:
                 continue
             res.problems.append(f"kv_bits={bits}: the estimate refuses ({e}) but mlx-lm ran")
             continue
-        live = cache_report(run_schedule(model, 257, "generate", prefill_step=STEP, kv_bits=bits,
-                                         kv_group_size=group, quantized_kv_start=0))
+        try:
+            live = cache_report(run_schedule(model, 257, "generate", prefill_step=STEP, kv_bits=bits,
+                                             kv_group_size=group, quantized_kv_start=0))
+        except Exception as e:  # noqa: BLE001 - mlx-lm's own failure is the finding, not a crash of the check
+            res.problems.append(f"kv_bits={bits}: the estimate gives a number but mlx-lm fails "
+                                f"({type(e).__name__}: {str(e)[:200]}); if the module cannot run a quantized "
+                                "cache, say why in the recipe's kv_bits_fails")
+            continue
         c, bad = _compare(profile, live, dt, 257, "generate", q)
         res.runs += 1
         res.layers += c

@@ -27,7 +27,7 @@ from ..extraction.match import hashable, ranges
 from ..registry.profile import CacheEntry, Profile
 
 _CLASS_OF = {"full": "KVCache", "latent": "KVCache", "indexer": "KVCache", "sliding": "RotatingKVCache",
-             "chunked": "ChunkedKVCache", "state": "ArraysCache"}
+             "chunked": "ChunkedKVCache", "state": "ArraysCache", "none": "KVCache"}  # none: a slot entry
 
 
 class VerificationError(OmlxProfilesError):
@@ -135,14 +135,14 @@ def expected_entries(profile: Profile) -> list[tuple[int, str, tuple[CacheEntry,
     out = []
     for i, n in enumerate(profile.layer_names):
         ents = profile.layer_types[n].entries
-        if all(e.kind == "none" for e in ents):
+        if all(e.kind == "none" and not e.slot for e in ents):
             continue
         out.append((i, n, ents))
     return out
 
 
 def _expected_class(ents: tuple[CacheEntry, ...]) -> str:
-    return "CacheList" if len(ents) > 1 else _CLASS_OF.get(ents[0].kind, ents[0].kind)
+    return "CacheList" if len(ents) > 1 or ents[0].in_list else _CLASS_OF.get(ents[0].kind, ents[0].kind)
 
 
 def compare_layout(profile: Profile, layout: list[dict], *, act_dtype: str | None = None, registry=None,
@@ -189,6 +189,10 @@ def compare_layout(profile: Profile, layout: list[dict], *, act_dtype: str | Non
                 continue
             if e.kind == "state":
                 _compare_state(profile, kname, j, sub, e, lv, act, idx, add)
+                continue
+            if e.kind == "none":  # a slot mlx-lm lists and nothing writes: it must stay empty
+                if lv.get("keys") or lv.get("values"):
+                    add(("layers", "kinds", kname) + sub, "empty (never written)", "keys/values", idx, "slot entry")
                 continue
             k, v = lv.get("keys"), lv.get("values")
             if not k or not v:
@@ -269,16 +273,12 @@ def live_config_for(profile: Profile, config: dict | str | Path | None = None) -
         from ..mlxlm.config import load_config
 
         return load_config(config).data
-    try:
-        from ..mlxlm.to_config import config_for_profile  # the live harness: profile -> mlx-lm config
-    except ImportError:
-        raise UnsupportedError(
-            "unsupported: live verification needs a model config (--config PATH / config=...) or "
-            "omlx_profiles.mlxlm.to_config.config_for_profile, which is not available") from None
+    from ..mlxlm.to_config import config_for_profile  # the live harness: profile -> mlx-lm config
+
     try:
         return config_for_profile(profile)
     except ValueError as e:  # live.synth.SynthError: no rule to turn this profile into an mlx-lm config
-        raise UnsupportedError(f"unsupported: cannot build a live model for {profile.name!r} from the profile alone "
+        raise UnsupportedError(f"cannot build a live model for {profile.name!r} from the profile alone "
                                f"({e}); pass the checkpoint's config.json (--against PATH)") from None
 
 
@@ -312,7 +312,7 @@ def verify_profile(profile: Profile, model: Any = None, *, config: dict | str | 
                 warnings.simplefilter("ignore", UserWarning)
                 model = build_model(cfg, dtype=profile.dtype, lazy=True)
         except (ValueError, TypeError, KeyError, AttributeError, ImportError) as e:
-            raise UnsupportedError(f"unsupported: mlx-lm cannot build this config ({type(e).__name__}: {e})") from None
+            raise UnsupportedError(f"mlx-lm cannot build this config ({type(e).__name__}: {e})") from None
     layout = probe_model(model)
     act = layout_dtype(layout)
     dis = compare_layout(profile, layout, act_dtype=act, registry=registry, check_dtype=not built)

@@ -11,7 +11,7 @@ remaps onto one (``REMAPPING``) gets one row and one status:
   is verified through the module mlx-lm really builds (``mistral`` -> llama.py) or through a named
   live test (``LIVE_ROUTES``).
 * **unsupported** - the layout cannot be expressed by the profile schema, or cannot be verified live
-  here; the reason says which (``UNSUPPORTED``).
+  here; the reason says which (``unsupported:`` in the module's file).
 * **not yet** - no profile; the row says what cache layout a profile would have to declare.
 
 No mlx import: the list is data, derived once from the installed mlx-lm and checked against it by the
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .model_types import MLXLM_VERSION, MODULES, REMAPPING
-from .recipes import recipe_verified
+from .recipes import module_files, recipe_verified
 from ..registry.index import Registry
 
 #: model_types verified through a live test other than the per-variant one (model_type -> test).
@@ -31,20 +31,10 @@ LIVE_ROUTES: dict[str, str] = {
     "lfm2_vl": "tests/test_kv_live.py::test_lfm2_vl_wrapper_delegates_to_lfm2",
 }
 
-#: modules this project does not profile, and why (cannot be expressed, or cannot be verified live here).
-UNSUPPORTED: dict[str, str] = {
-    "deepseek_v41": "custom LayerCache outside mlx_lm.models.cache (sliding window + compressed KV every "
-                    "compress_ratio tokens + index keys + float32 pending rows); no layer kind describes it",
-    "bitnet": "its BitLinear kernel is Metal-only, so the live check every profile needs cannot run on the "
-              "CPU (or CUDA) backends this project verifies on",
-    "olmo": "mlx-lm's module imports the ai2-olmo package, which mlx-lm does not install; the model cannot be "
-            "built to verify it",
-    "longcat_flash_ngram": "besides MLA latents it keeps an ArraysCache of the last n-1 token ids (integers); "
-                           "state tensors are float-typed in the schema",
-    "iquestloopcoder": "2 x num_hidden_layers cache entries (all KVCaches, then all loop-window "
-                       "RotatingKVCaches), not one entry (or CacheList) per layer",
-    "nanbeige": "num_loops x num_hidden_layers cache entries (the layer stack is run num_loops times)",
-}
+def unsupported_modules() -> dict[str, str]:
+    """Modules this project does not profile, and why (``unsupported:`` in ``profiles/mlx_lm/<module>.yaml``:
+    cannot be expressed, or cannot be verified live here)."""
+    return {m: f.unsupported for m, f in module_files().items() if f.unsupported}
 
 
 @dataclass(frozen=True)
@@ -75,12 +65,16 @@ def coverage_rows(reg: Registry) -> list[Row]:
     rows: list[Row] = []
 
     live = recipe_verified()
+    unsupported = unsupported_modules()
 
     def status_of(model_type: str, module: str) -> tuple[str, str]:
         variants = sorted(by_module.get(module, ()))
         if module in live and not variants:
             return "verified", (f"module recipe profiles/mlx_lm/{module}.yaml, checked against the live mlx-lm "
                                 "model by tests/test_recipes_live.py")
+        if module in live and model_type != module:  # the recipe's live check builds every remapped model_type
+            return "verified", (f"module recipe profiles/mlx_lm/{module}.yaml; its live check in "
+                                f"tests/test_recipes_live.py also builds the model as model_type {model_type}")
         if model_type == module and variants:
             return "verified", ", ".join(variants)
         if model_type in LIVE_ROUTES and claimed.get(model_type):
@@ -88,8 +82,11 @@ def coverage_rows(reg: Registry) -> list[Row]:
                                 f"in {LIVE_ROUTES[model_type]}")
         if model_type != module and variants and model_type in claimed:
             return "verified", f"built by {module}.py like {', '.join(variants)}"
-        if module in UNSUPPORTED:
-            return "unsupported", UNSUPPORTED[module]
+        if model_type != module and module in live:  # a remapped type builds the recipe-verified module
+            return "verified", (f"module recipe profiles/mlx_lm/{module}.yaml, checked against the live mlx-lm "
+                                "model by tests/test_recipes_live.py")
+        if module in unsupported:
+            return "unsupported", unsupported[module]
         if model_type in claimed:
             return "not yet", (f"claimed by the family of {', '.join(claimed[model_type])} but no variant is built "
                                f"by {module}.py; needs: {MODULES.get(module, '?')}")

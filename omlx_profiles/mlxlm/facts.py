@@ -10,23 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from .model_types import REMAPPING
+
 MLX_LM_VERSION = "0.32.2"
 
-#: ``mlx_lm.utils.MODEL_REMAPPING``: config model_type -> the module that builds it.
-MODEL_REMAPPING: dict[str, str] = {
-    "mistral": "llama",
-    "llava": "mistral3",
-    "phi-msft": "phixtral",
-    "falcon_mamba": "mamba",
-    "joyai_llm_flash": "deepseek_v3",
-    "kimi_k2": "deepseek_v3",
-    "qwen2_5_vl": "qwen2_vl",
-    "minimax_m2": "minimax",
-    "iquestcoder": "llama",
-    "xverse": "llama",
-    "gemma4_unified": "gemma4",
-    "deepseek_v41_text": "deepseek_v41",
-}
+#: ``mlx_lm.utils.MODEL_REMAPPING``: config model_type -> the module that builds it (data: index.yaml).
+MODEL_REMAPPING: dict[str, str] = REMAPPING
 
 #: ``mlx_lm.utils.MODEL_ARCHITECTURE_REMAPPING``: (model_type, architecture) -> module; checked first.
 ARCHITECTURE_REMAPPING: dict[tuple[str, str], str] = {
@@ -61,85 +50,9 @@ def _spec(cls, required, defaults=None, head_dim="optional", kv_from_heads=False
     return ArgsSpec(cls, frozenset(required.split()), dict(defaults or {}), head_dim, kv_from_heads)
 
 
-_LLAMA_REQ = "model_type hidden_size num_hidden_layers intermediate_size num_attention_heads rms_norm_eps vocab_size"
-_LLAMA_DEF = {"head_dim": None, "num_key_value_heads": None, "tie_word_embeddings": True, "layer_types": None,
-              "sliding_window": None}
-
 #: Args classes by mlx-lm module (or ``module.Class`` for the inner class of a wrapper).
 SPECS: dict[str, ArgsSpec] = {
-    "llama": _spec("llama.ModelArgs", _LLAMA_REQ, _LLAMA_DEF, "optional", True),
-    "smollm3": _spec("smollm3.ModelArgs", _LLAMA_REQ, _LLAMA_DEF, "optional", True),
-    "ministral3": _spec("ministral3.ModelArgs", _LLAMA_REQ, _LLAMA_DEF, "optional", True),
     "mistral3": _spec("mistral3.ModelArgs", "model_type text_config"),
-    "mistral4": _spec(
-        "mistral4.ModelArgs",
-        "model_type vocab_size hidden_size intermediate_size moe_intermediate_size num_hidden_layers "
-        "num_attention_heads num_key_value_heads n_shared_experts n_routed_experts routed_scaling_factor "
-        "kv_lora_rank q_lora_rank norm_topk_prob max_position_embeddings rms_norm_eps topk_group "
-        "num_experts_per_tok first_k_dense_replace n_group qk_rope_head_dim qk_nope_head_dim v_head_dim",
-        {"head_dim": None, "tie_word_embeddings": False}),
-    "qwen2": _spec("qwen2.ModelArgs", _LLAMA_REQ + " num_key_value_heads", {"tie_word_embeddings": True}, "derived"),
-    "qwen3": _spec(
-        "qwen3.ModelArgs",
-        _LLAMA_REQ + " num_key_value_heads max_position_embeddings head_dim tie_word_embeddings", {}, "explicit"),
-    "qwen3_moe": _spec(
-        "qwen3_moe.ModelArgs",
-        _LLAMA_REQ + " num_experts num_experts_per_tok decoder_sparse_step mlp_only_layers moe_intermediate_size "
-        "num_key_value_heads head_dim rope_theta tie_word_embeddings max_position_embeddings norm_topk_prob",
-        {}, "explicit"),
-    "qwen3_next": _spec(
-        "qwen3_next.ModelArgs",
-        _LLAMA_REQ + " linear_num_value_heads linear_num_key_heads linear_key_head_dim linear_value_head_dim "
-        "linear_conv_kernel_dim num_experts num_experts_per_tok decoder_sparse_step shared_expert_intermediate_size "
-        "mlp_only_layers moe_intermediate_size num_key_value_heads rope_theta partial_rotary_factor "
-        "max_position_embeddings head_dim",
-        {"tie_word_embeddings": False, "full_attention_interval": 4}, "explicit"),
-    "qwen3_5": _spec("qwen3_5.ModelArgs", "model_type text_config"),
-    "qwen3_5_moe": _spec("qwen3_5_moe.ModelArgs", "model_type text_config"),
-    "qwen3_5.TextModelArgs": _spec(
-        "qwen3_5.TextModelArgs", "",
-        {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 151936,
-         "num_key_value_heads": 8, "linear_num_value_heads": 64, "linear_num_key_heads": 16,
-         "linear_key_head_dim": 192, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
-         "tie_word_embeddings": False, "head_dim": None, "full_attention_interval": 4,
-         "max_position_embeddings": 131072, "intermediate_size": 14336},
-        "optional"),
-    "gemma": _spec("gemma.ModelArgs", _LLAMA_REQ + " head_dim num_key_value_heads", {}, "explicit"),
-    "gemma2": _spec("gemma2.ModelArgs", _LLAMA_REQ + " head_dim num_key_value_heads", {}, "explicit"),
-    "gemma3": _spec("gemma3.ModelArgs", "model_type text_config", {"vocab_size": 262208}),
-    "gemma3_text": _spec(
-        "gemma3_text.ModelArgs", "model_type",
-        {"hidden_size": 1152, "num_hidden_layers": 26, "intermediate_size": 6912, "num_attention_heads": 4,
-         "head_dim": 256, "vocab_size": 262144, "num_key_value_heads": 1, "sliding_window": 512,
-         "sliding_window_pattern": 6, "max_position_embeddings": 32768},
-        "explicit"),
-    "gpt_oss": _spec(
-        "gpt_oss.ModelArgs", "",
-        {"num_hidden_layers": 36, "num_local_experts": 128, "num_experts_per_tok": 4, "vocab_size": 201088,
-         "hidden_size": 2880, "intermediate_size": 2880, "head_dim": 64, "num_attention_heads": 64,
-         "num_key_value_heads": 8, "sliding_window": 128, "layer_types": None},
-        "explicit"),
-    "deepseek_v2": _spec(
-        "deepseek_v2.ModelArgs", "",
-        {"vocab_size": 102400, "hidden_size": 4096, "intermediate_size": 11008, "moe_intermediate_size": 1407,
-         "num_hidden_layers": 30, "num_attention_heads": 32, "num_key_value_heads": 32, "kv_lora_rank": 512,
-         "q_lora_rank": 1536, "qk_rope_head_dim": 64, "v_head_dim": 128, "qk_nope_head_dim": 128,
-         "max_position_embeddings": 2048},
-        "none"),
-    "deepseek_v3": _spec(
-        "deepseek_v3.ModelArgs", "",
-        {"vocab_size": 102400, "hidden_size": 4096, "intermediate_size": 11008, "moe_intermediate_size": 1407,
-         "num_hidden_layers": 30, "num_attention_heads": 32, "num_key_value_heads": 32, "kv_lora_rank": 512,
-         "q_lora_rank": 1536, "qk_rope_head_dim": 64, "v_head_dim": 128, "qk_nope_head_dim": 128,
-         "max_position_embeddings": 2048},
-        "none"),
-    "deepseek_v32": _spec(
-        "deepseek_v32.ModelArgs", "",
-        {"vocab_size": 102400, "hidden_size": 4096, "intermediate_size": 11008, "moe_intermediate_size": 1407,
-         "num_hidden_layers": 30, "num_attention_heads": 32, "num_key_value_heads": 32, "kv_lora_rank": 512,
-         "q_lora_rank": 1536, "qk_rope_head_dim": 64, "v_head_dim": 128, "qk_nope_head_dim": 128,
-         "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048, "max_position_embeddings": 2048},
-        "none"),
     "nemotron_h": _spec(
         "nemotron_h.ModelArgs",
         "model_type vocab_size hidden_size intermediate_size max_position_embeddings num_attention_heads "
@@ -148,83 +61,4 @@ SPECS: dict[str, ArgsSpec] = {
         {"hybrid_override_pattern": None, "layers_block_type": None, "layer_types": None,
          "num_hidden_layers": None, "head_dim": None},
         "optional"),
-    "phi3": _spec("phi3.ModelArgs", _LLAMA_REQ, {"num_key_value_heads": None, "tie_word_embeddings": False},
-                  "derived", True),
-    "mixtral": _spec(
-        "mixtral.ModelArgs", "model_type",
-        {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-         "num_attention_heads": 32, "num_experts_per_tok": 2, "num_key_value_heads": 8, "num_local_experts": 8,
-         "tie_word_embeddings": False},
-        "derived", True),
-    "lfm2": _spec(
-        "lfm2.ModelArgs",
-        "model_type vocab_size hidden_size num_hidden_layers num_attention_heads num_key_value_heads "
-        "max_position_embeddings norm_eps conv_bias conv_L_cache block_dim block_multiple_of "
-        "block_ffn_dim_multiplier block_auto_adjust_ff_dim",
-        {"full_attn_idxs": None, "layer_types": None, "block_ff_dim": None, "intermediate_size": None},
-        "derived", True),
-    "lfm2-vl": _spec("lfm2-vl.ModelArgs", "model_type text_config"),
-    "llama4": _spec("llama4.ModelArgs", "text_config model_type"),
-    "llama4.TextArgs": _spec(
-        "llama4.TextArgs",
-        "attention_bias attention_chunk_size head_dim hidden_size interleave_moe_layer_step intermediate_size "
-        "intermediate_size_mlp max_position_embeddings model_type num_attention_heads num_experts_per_tok "
-        "num_hidden_layers num_key_value_heads num_local_experts rms_norm_eps rope_scaling rope_theta "
-        "use_qk_norm vocab_size",
-        {}, "optional"),
-    # --- plain KVCache families (one KVCache per layer, no make_cache) -------------------------------
-    "llama4_text": _spec(
-        "llama4_text.ModelArgs",
-        "model_type hidden_size num_attention_heads num_hidden_layers vocab_size intermediate_size "
-        "intermediate_size_mlp num_key_value_heads rms_norm_eps rope_theta head_dim tie_word_embeddings "
-        "no_rope_layers use_qk_norm",
-        {}, "explicit"),
-    "qwen2_moe": _spec(
-        "qwen2_moe.ModelArgs",
-        _LLAMA_REQ + " num_experts_per_tok num_experts moe_intermediate_size shared_expert_intermediate_size",
-        {"num_key_value_heads": None, "tie_word_embeddings": False}, "derived", True),
-    "olmo2": _spec("olmo2.ModelArgs", _LLAMA_REQ,
-                   {"head_dim": None, "num_key_value_heads": None, "tie_word_embeddings": True}, "optional", True),
-    "olmoe": _spec("olmoe.ModelArgs", _LLAMA_REQ + " num_experts num_experts_per_tok",
-                   {"head_dim": None, "num_key_value_heads": None, "tie_word_embeddings": True}, "optional", True),
-    "internlm3": _spec("internlm3.ModelArgs", _LLAMA_REQ, {"num_key_value_heads": None, "tie_word_embeddings": False},
-                       "derived", True),
-    "seed_oss": _spec("seed_oss.ModelArgs", _LLAMA_REQ + " num_key_value_heads head_dim",
-                      {"tie_word_embeddings": True}, "explicit"),
-    "mimo": _spec("mimo.ModelArgs", _LLAMA_REQ + " num_key_value_heads", {"tie_word_embeddings": False}, "derived"),
-    "starcoder2": _spec(
-        "starcoder2.ModelArgs",
-        "model_type hidden_size num_hidden_layers intermediate_size num_attention_heads num_key_value_heads",
-        {"vocab_size": 49152, "tie_word_embeddings": True}, "derived"),
-    "hunyuan_v1_dense": _spec(
-        "hunyuan_v1_dense.ModelArgs",
-        "model_type vocab_size hidden_size num_hidden_layers intermediate_size num_attention_heads "
-        "num_key_value_heads rms_norm_eps",
-        {"tie_word_embeddings": False, "head_dim": None}, "optional"),
-    "glm4_moe": _spec(
-        "glm4_moe.ModelArgs",
-        "model_type vocab_size hidden_size intermediate_size max_position_embeddings moe_intermediate_size "
-        "norm_topk_prob num_attention_heads n_group head_dim topk_group n_shared_experts n_routed_experts "
-        "routed_scaling_factor num_experts_per_tok first_k_dense_replace num_hidden_layers num_key_value_heads "
-        "rms_norm_eps rope_theta rope_scaling use_qk_norm tie_word_embeddings attention_bias partial_rotary_factor",
-        {}, "explicit"),
-}
-
-#: model_type values mlx-lm 0.32.2 has a module for, but whose cache layout this package does not model
-#: (yet). They answer ``unsupported: ...`` with the reason instead of a number.
-KNOWN_UNMODELLED: dict[str, str] = {
-    "gemma3n": "KV sharing across layers (num_kv_shared_layers) is not modelled yet",
-    "gemma4": "KV sharing (num_kv_shared_layers) and global_head_dim layers are not modelled yet",
-    "gemma4_text": "KV sharing (num_kv_shared_layers) and global_head_dim layers are not modelled yet",
-    "falcon_h1": "CacheList(mamba state + KVCache) per layer is not modelled yet",
-    "jamba": "its SSM cache keeps a view of the per-token state buffer (persistent extra bytes) - not modelled",
-    "mamba": "Mamba-1 states are not modelled yet",
-    "mamba2": "Mamba-2-only models are not modelled yet",
-    "kimi_linear": "KDA + MLA hybrid layers are not modelled yet",
-    "minicpm3": "expanded MLA with v width hidden/heads is not modelled yet",
-    "recurrent_gemma": "recurrent blocks are not modelled yet",
-    "rwkv7": "RWKV states are not modelled yet",
-    "deepseek_v41": "its custom LayerCache (compressed KV + sliding window) is not modelled",
-    "granitemoehybrid": "mamba/attention hybrid layers are not modelled yet",
-    "plamo2": "mamba/attention hybrid layers are not modelled yet",
 }

@@ -6,8 +6,8 @@ both: the recipes reuse to_layers' readers, so neither may import the other back
 from __future__ import annotations
 
 from .config import shown
-from .facts import KNOWN_UNMODELLED
-from .recipes import recipes
+from .model_types import MODULES
+from .recipes import module_files, recipes
 from .to_layers import RULES, WRAPPERS
 
 
@@ -17,11 +17,15 @@ def supported_modules() -> list[str]:
 
 
 def unsupported_reason(model_type: str, module: str) -> str:
-    if module in KNOWN_UNMODELLED:
-        why = KNOWN_UNMODELLED[module]
+    f = module_files().get(module)
+    if f is not None and f.unsupported:  # profiles/mlx_lm/<module>.yaml says why it is not profiled
+        why = f.unsupported
     elif model_type == "lfm2_vl":
         why = ("mlx-lm 0.32.2 has no module mlx_lm.models.lfm2_vl (its file is lfm2-vl.py, with a dash), so "
                "mlx_lm.load raises 'Model type lfm2_vl not supported'; a config saying model_type 'lfm2-vl' works")
+    elif module in MODULES:
+        why = (f"no extraction recipe for mlx-lm's {module}.py yet (profiles/mlx_lm/index.yaml: not yet); its layout: "
+               f"{MODULES[module]}")
     else:
         why = ("no cache-layout rule for this mlx-lm module yet (supported: "
                + ", ".join(supported_modules()) + ")")

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import InputError, UnsupportedError
-from .config import MAX_DIM, MAX_LAYERS, Reader, shown, spec
-from .facts import MLX_LM_VERSION
+from .config import MAX_DIM, MAX_LAYERS, Reader, shown
 
 
 @dataclass
@@ -192,28 +191,9 @@ def _window(c: Ctx, key: str = "sliding_window") -> int:
     return w
 
 
-def _ignored_window(c: Ctx, why: str) -> None:
-    w = c.r.data.get("sliding_window")
-    if w is not None and not (c.r.data.get("use_sliding_window") is False):
-        c.d.notes.append(f"{c.label}: {c.r.prefix}sliding_window = {w} is ignored by mlx-lm 0.32 ({why}): "
-                         "every layer keeps an unbounded KVCache")
-
-
 # --------------------------------------------------------------------------------------------------
 # families
 # --------------------------------------------------------------------------------------------------
-
-
-def rule_plain(c: Ctx) -> None:
-    """One ``KVCache`` per layer (the module defines no ``make_cache``)."""
-    n = _num_layers(c)
-    n_q, n_kv = _heads(c)
-    _head_dim(c, n_q)
-    c.d.per_layer = [("full", _full())] * n
-    c.d.prov["layers"] = (f"mlx-lm {c.module}.py has no make_cache: make_prompt_cache gives one KVCache per layer "
-                          f"({c.r.where('num_hidden_layers')})")
-    if c.module in ("gemma2", "phi3", "mixtral", "qwen2", "qwen3", "qwen3_moe", "qwen2_moe", "starcoder2"):
-        _ignored_window(c, f"{c.module}.py has no sliding-window cache")
 
 
 def rule_llama_like(c: Ctx, *, honour_sliding: bool = True, who: str | None = None) -> None:
@@ -256,60 +236,6 @@ def rule_llama_like(c: Ctx, *, honour_sliding: bool = True, who: str | None = No
             d.notes.append(f"{who or c.module}: layer_types marks {sum(sliding)} layer(s) sliding_attention, but "
                            f"mlx-lm's {who or c.module} defines no make_cache, so make_prompt_cache gives every "
                            "layer an unbounded KVCache (the window only masks attention)")
-    if c.module == "smollm3":
-        nr = r.int_list("no_rope_layers")
-        if nr is not None and len(nr) != n_hidden:
-            raise UnsupportedError(f"unsupported: model_type 'smollm3': no_rope_layers has {len(nr)} entries for "
-                                   f"{n_hidden} layers (smollm3.ModelArgs raises ValueError)")
-
-
-def rule_llama(c: Ctx) -> None:
-    rule_llama_like(c)
-
-
-def rule_smollm3(c: Ctx) -> None:
-    rule_llama_like(c, honour_sliding=False, who="smollm3.py")
-
-
-def rule_gemma3_text(c: Ctx) -> None:
-    """``i % sliding_window_pattern == p - 1`` -> KVCache, else ``RotatingKVCache(sliding_window)``."""
-    r, d = c.r, c.d
-    n = _num_layers(c)
-    n_q, n_kv = _heads(c)
-    _head_dim(c, n_q)
-    p = r.int("sliding_window_pattern")
-    w = r.int("sliding_window")
-    d.per_layer = [("full", _full()) if i % p == p - 1 else ("sliding", {"kind": "sliding", "window": w})
-                   for i in range(n)]
-    d.prov["layers"] = (f"gemma3_text.make_cache: layer i is full iff i % {p} == {p - 1} "
-                        f"({r.where('sliding_window_pattern')}); others RotatingKVCache({r.where('sliding_window')})")
-    if r.data.get("layer_types") is not None:
-        d.notes.append(f"{c.label}: {r.prefix}layer_types is ignored by mlx-lm's gemma3_text.py "
-                       "(it uses sliding_window_pattern)")
-
-
-def rule_gpt_oss(c: Ctx) -> None:
-    r, d = c.r, c.d
-    n = r.int("num_hidden_layers", maximum=MAX_LAYERS)
-    n_q, n_kv = _heads(c)
-    _head_dim(c, n_q)
-    types = r.str_list("layer_types")
-    where = r.where("layer_types")
-    if types is None:
-        types = ["sliding_attention", "full_attention"] * (n // 2)
-        where = f"gpt_oss default: sliding/full alternating x {n // 2} ({r.where('num_hidden_layers')})"
-    if len(types) != n:
-        raise UnsupportedError(f"unsupported: model_type 'gpt_oss': {len(types)} layer types for {n} layers; "
-                               "mlx-lm's make_cache and model.layers would disagree")
-    if "sliding_attention" not in types or "full_attention" not in types:
-        raise UnsupportedError("unsupported: model_type 'gpt_oss': mlx-lm's gpt_oss.py needs at least one "
-                               "sliding_attention and one full_attention layer (list.index raises)")
-    w = r.int("sliding_window")
-    d.put("num_layers", n, r.where("num_hidden_layers"))
-    d.per_layer = [("full", _full()) if t == "full_attention" else ("sliding", {"kind": "sliding", "window": w})
-                   for t in types]
-    d.prov["layers"] = f"{where}; other than full_attention -> RotatingKVCache({r.where('sliding_window')})"
-    d.put("attention_sinks", True, "gpt_oss.py: per-head attention sinks")
 
 
 def _mla(c: Ctx, *, index: bool = False) -> dict:
@@ -342,81 +268,6 @@ def _mla_heads(c: Ctx, mla: dict) -> None:
     c.d.put("head_dim", mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"],
             "= qk_nope_head_dim + qk_rope_head_dim")
     c.d.put("v_head_dim", mla["v_head_dim"], r.where("v_head_dim"))
-
-
-def rule_deepseek_v2(c: Ctx) -> None:
-    """Expanded MLA: the cache holds per-head keys (nope+rope) and values (v_head_dim) for every q head."""
-    r, d = c.r, c.d
-    n = _num_layers(c)
-    n_q = r.int("num_attention_heads")
-    nope, rope, vd = r.int("qk_nope_head_dim"), r.int("qk_rope_head_dim"), r.int("v_head_dim")
-    r.int("kv_lora_rank")
-    d.put("num_heads", n_q, r.where("num_attention_heads"))
-    d.put("num_kv_heads", n_q, "= num_attention_heads (deepseek_v2.py caches k/v expanded per head; "
-                               "num_key_value_heads is not read)")
-    d.put("head_dim", nope + rope, f"= qk_nope_head_dim + qk_rope_head_dim = {nope} + {rope}")
-    d.put("v_head_dim", vd, r.where("v_head_dim"))
-    d.per_layer = [("full", _full())] * n
-    d.prov["layers"] = "deepseek_v2.py: one KVCache per layer holding expanded per-head keys and values"
-
-
-def rule_deepseek_v3(c: Ctx) -> None:
-    n = _num_layers(c)
-    mla = _mla(c)
-    _mla_heads(c, mla)
-    c.d.per_layer = [("latent", {"kind": "latent"})] * n
-    c.d.prov["layers"] = (f"{c.module}.py: one KVCache per layer holding the normalized latent (kv_lora_rank) as "
-                          "keys and the roped k_pe (qk_rope_head_dim) as values")
-
-
-def rule_deepseek_v32(c: Ctx) -> None:
-    n = _num_layers(c)
-    mla = _mla(c, index=True)
-    _mla_heads(c, mla)
-    c.d.per_layer = [("mla_dsa", [{"kind": "latent"}, {"kind": "indexer"}])] * n
-    c.d.prov["layers"] = ("deepseek_v32.make_cache: CacheList(KVCache latent, KVCache DSA indexer of "
-                          "index_head_dim keys + equal zero values) per layer")
-
-
-def _linear_state(c: Ctx) -> dict:
-    r = c.r
-    nk, nv = r.int("linear_num_key_heads"), r.int("linear_num_value_heads")
-    dk, dv = r.int("linear_key_head_dim"), r.int("linear_value_head_dim")
-    k = r.int("linear_conv_kernel_dim")
-    if nv % nk:
-        raise UnsupportedError(f"unsupported: model_type {shown(c.model_type)}: linear_num_value_heads {nv} is not a "
-                               f"multiple of linear_num_key_heads {nk} (mlx-lm's GatedDeltaNet raises ValueError)")
-    if k < 2:
-        raise UnsupportedError(f"unsupported: model_type {shown(c.model_type)}: linear_conv_kernel_dim {k} leaves no "
-                               "conv state")
-    return {"kind": "state", "tensors": [
-        {"name": "conv", "shape": [k - 1, 2 * nk * dk + nv * dv], "dtype": "model"},
-        {"name": "ssm", "shape": [nv, dv, dk], "dtype": "fp32"},
-    ]}
-
-
-def rule_qwen3_next(c: Ctx) -> None:
-    """``(i+1) % full_attention_interval != 0`` -> gated-DeltaNet ``ArraysCache(2)``, else ``KVCache``.
-
-    conv state (kernel-1, 2*nk*dk + nv*dv) in the activation dtype; recurrent state (nv, dv, dk) always
-    float32 (gated_delta.py starts it as fp32 zeros and keeps it fp32).
-    """
-    r, d = c.r, c.d
-    n = _num_layers(c)
-    n_q, n_kv = _heads(c)
-    _head_dim(c, n_q)
-    k = r.int("full_attention_interval")
-    lin = _linear_state(c)
-    d.per_layer = [("full", _full()) if (i + 1) % k == 0 else ("linear", lin) for i in range(n)]
-    d.prov["layers"] = (f"{c.module}.make_cache: layer i is full iff (i+1) % {k} == 0 "
-                        f"({r.where('full_attention_interval')}); others gated-DeltaNet ArraysCache "
-                        f"(conv {r.where('linear_conv_kernel_dim')}, heads/dims from linear_*)")
-    lt = r.data.get("layer_types")
-    if isinstance(lt, list):
-        expect = ["full_attention" if (i + 1) % k == 0 else "linear_attention" for i in range(n)]
-        if lt != expect:
-            d.notes.append(f"{c.label}: {r.prefix}layer_types disagrees with full_attention_interval {k}; mlx-lm "
-                           f"{MLX_LM_VERSION} ignores layer_types and follows the interval")
 
 
 def rule_nemotron_h(c: Ctx) -> None:
@@ -471,70 +322,13 @@ def rule_nemotron_h(c: Ctx) -> None:
                         "- / E -> no cache entry")
 
 
-def rule_lfm2(c: Ctx) -> None:
-    """``i in full_attn_idxs`` -> KVCache, else a short-conv ``ArraysCache(1)`` of (conv_L_cache-1, hidden)."""
-    r, d = c.r, c.d
-    n = _num_layers(c)
-    n_q, n_kv = _heads(c)
-    _head_dim(c, n_q)
-    idxs = r.int_list("full_attn_idxs")
-    where = r.where("full_attn_idxs")
-    if idxs is None:
-        types = r.str_list("layer_types")
-        if types is None:
-            raise UnsupportedError("unsupported: model_type 'lfm2': neither full_attn_idxs nor layer_types is "
-                                   "given (lfm2.ModelArgs.__post_init__ raises TypeError)")
-        idxs = [i for i, t in enumerate(types) if t == "full_attention"]
-        where = f"{r.where('layer_types')} (full_attention entries)"
-    if not idxs:
-        raise UnsupportedError("unsupported: model_type 'lfm2': no full-attention layer (lfm2.py indexes "
-                               "full_attn_idxs[0])")
-    hidden = r.int("hidden_size")
-    L = r.int("conv_L_cache")
-    if L < 2:
-        raise UnsupportedError(f"unsupported: model_type 'lfm2': conv_L_cache {L} leaves no conv state")
-    conv = {"kind": "state", "tensors": [{"name": "conv", "shape": [L - 1, hidden], "dtype": "model"}]}
-    s = set(idxs)
-    d.per_layer = [("full", _full()) if i in s else ("conv", conv) for i in range(n)]
-    d.prov["layers"] = f"{where}; other layers: conv state ({r.where('conv_L_cache')}, {r.where('hidden_size')})"
-
-
-def rule_llama4(c: Ctx) -> None:
-    """``(i+1) % 4 != 0`` -> ``ChunkedKVCache(attention_chunk_size)``, else ``KVCache`` (llama4.py)."""
-    r, d = c.r, c.d
-    n = _num_layers(c)
-    n_q, n_kv = _heads(c)
-    _head_dim(c, n_q)
-    ch = r.int("attention_chunk_size")
-    d.per_layer = [("full", _full()) if (i + 1) % 4 == 0 else ("chunked", {"kind": "chunked", "chunk": ch})
-                   for i in range(n)]
-    d.prov["layers"] = f"llama4.make_cache: every 4th layer KVCache, others ChunkedKVCache({r.where('attention_chunk_size')})"
-
-
 # --------------------------------------------------------------------------------------------------
 # dispatch
 # --------------------------------------------------------------------------------------------------
 
-PLAIN = ("qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "phi3", "mixtral", "llama4_text", "qwen2_moe", "olmo2",
-         "olmoe", "internlm3", "seed_oss", "mimo", "starcoder2", "hunyuan_v1_dense", "glm4_moe")
-
 RULES: dict[str, Callable[[Ctx], None]] = {
-    "llama": rule_llama,
-    "ministral3": rule_llama,
-    "smollm3": rule_smollm3,
-    "gemma3_text": rule_gemma3_text,
-    "gpt_oss": rule_gpt_oss,
-    "deepseek_v2": rule_deepseek_v2,
-    "deepseek_v3": rule_deepseek_v3,
-    "deepseek_v32": rule_deepseek_v32,
-    "mistral4": rule_deepseek_v3,
-    "qwen3_next": rule_qwen3_next,
-    "qwen3_5": rule_qwen3_next,
     "nemotron_h": rule_nemotron_h,
-    "lfm2": rule_lfm2,
-    "llama4": rule_llama4,
-    **{m: rule_plain for m in PLAIN},
 }
 
 #: wrapper module -> how to find the text model: (args spec of the inner class, rule, injected defaults)
-WRAPPERS = ("gemma3", "mistral3", "qwen3_5", "qwen3_5_moe", "lfm2-vl", "llama4")
+WRAPPERS = ("mistral3",)

@@ -15,6 +15,11 @@ An under-estimate on a Mac is a frozen machine, so every peak says what it rests
   unverified assumption on its conservative side (``transient.CallContext.bound``): attention never fused,
   fp32 scores, the masked scores and their softmax in new buffers; no donation (norms, the latent MLA's
   masked ``where``); over the kernel table's executor window.
+  Also ``bound``, with the measurement as its reason: traits measured on this backend only from families whose
+  points are all *above* the band (never under, none within [1.00, 1.15]: gated-DeltaNet on CUDA, 1.17-1.65 on
+  an idle and on a loaded H200). The number is the one ``derived`` would give there (the larger of the op model
+  and the whole run-ahead window; on CPU the worst-case items), and ``basis.reason`` says what was measured:
+  an upper bound shown by measurement, not a calibrated number.
 
 A model whose traits include something no bound covers (e.g. layers whose peak is reported unknown) keeps
 its ``UnsupportedError``.
@@ -34,7 +39,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..registry.profile import Profile
 from .kernels import KernelRoutes, SdpaCall
-from .ops import traits as T
+from ..mlxlm.recipe_files import traits_of
 from .ops.attention import route_for
 from .ops.items import CallContext
 
@@ -44,34 +49,31 @@ BAND = (1.00, 1.15)
 # Backends whose executor rules were read from MLX's source (the kernel table says how): an unmeasured
 # estimate there is ``derived``; elsewhere ``bound``.
 DERIVED_BACKENDS = {"cuda", "metal"}  # CPU: bound
-# Layers whose op model was measured under on a backend and that no worst case covers: Mamba2's ssm_attn
-# (Nemotron-H: CPU 0.92 at real dims, CUDA 0.85-0.90 at steps 1024 / 4096). Where such a model is not
-# measured in band, its peak is unknown rather than a number.
-NO_BOUND_STATE_FAMILIES = {"nemotron_h", "mamba2", "falcon_h1", "granitemoehybrid", "plamo2", "mamba",
-                           "falcon_mamba"}
+# Layers whose op model was measured under on a backend and that no worst case covers (a module's
+# ``state_bound: false`` trait; Mamba2's ssm_attn: Nemotron-H CPU 0.92 at real dims, CUDA 0.85-0.90 at steps
+# 1024 / 4096). Where such a model is not measured in band, its peak is unknown rather than a number.
 
-_FAMILY_TRAITS = (
-    ("qk_norm", T.QK_NORM_FAMILIES),
-    ("gated_attention", T.GATED_ATTENTION_FAMILIES),
-    ("sandwich_norm", T.SANDWICH_NORM_FAMILIES),
-    ("gelu_approx", T.GELU_APPROX_FAMILIES),
-    ("qk_norm_after_transpose", T.QK_NORM_AFTER_TRANSPOSE_FAMILIES),
-    ("softcap_attention", T.SOFTCAP_ATTENTION_FAMILIES),
-    ("fused_qkv", T.FUSED_QKV_FAMILIES),
-    ("fused_gate_up", T.FUSED_GATE_UP_FAMILIES),
-    ("conv_state_view", T.CONV_VIEW_FAMILIES),
-    ("moe_bias", T.MOE_BIAS_FAMILIES),
-    ("array_mask", T.ARRAY_MASK_FAMILIES),
+#: basis trait name -> whether the module's compute traits (``profiles/mlx_lm/<module>.yaml``) have it
+_TRAIT_TESTS = (
+    ("qk_norm", lambda t: t.qk_norm != "none"),
+    ("gated_attention", lambda t: t.gated_attention),
+    ("sandwich_norm", lambda t: t.sandwich_norm),
+    ("gelu_approx", lambda t: t.gelu_approx),
+    ("qk_norm_after_transpose", lambda t: t.qk_norm == "after_transpose"),
+    ("softcap_attention", lambda t: t.softcap_attention),
+    ("fused_qkv", lambda t: t.fused_qkv),
+    ("fused_gate_up", lambda t: t.fused_gate_up),
+    ("conv_state_view", lambda t: t.conv_state == "view"),
+    ("moe_bias", lambda t: t.expert_bias),
+    ("array_mask", lambda t: t.mask == "array"),
 )
 
 
 def compute_traits(p: Profile, routes: KernelRoutes) -> frozenset[str]:
     """The op-model code paths ``p``'s prefill takes on ``routes``' backend (see the module doc)."""
     fam = p.mlx_model_type
-    out: set[str] = set()
-    for name, fams in _FAMILY_TRAITS:
-        if fam in fams:
-            out.add(name)
+    tr = traits_of(fam)
+    out: set[str] = {name for name, has in _TRAIT_TESTS if has(tr)}
     out.add("mlp:moe" if p.moe is not None else "mlp:dense")
     if p.attention_sinks:
         out.add("sinks")
@@ -84,11 +86,11 @@ def compute_traits(p: Profile, routes: KernelRoutes) -> frozenset[str]:
             elif e.kind == "indexer":
                 out.add("attention:dsa_indexer")
             elif e.kind in ("full", "sliding", "chunked"):
-                if p.mla is not None and fam in T.EXPANDED_MLA_FAMILIES:
+                if p.mla is not None and tr.mla == "expanded":
                     out.add("attention:expanded_mla")
                 out.add(f"cache:{e.kind}")
                 n_q = p.num_heads or e.n_kv
-                mask = "bool" if (fam in T.ARRAY_MASK_FAMILIES or e.kind != "full") else "causal"
+                mask = "bool" if (tr.mask == "array" or e.kind != "full") else "causal"
                 call = SdpaCall(n_q, e.n_kv, e.k_width, e.v_width, 2048, 8192, mask, p.attention_sinks,
                                 p.dtype if p.dtype in ("bf16", "fp16", "fp32") else "bf16")
                 r = route_for(CallContext(2048, 6144, 2, call.dtype, routes, {}), call, fam)
@@ -101,15 +103,25 @@ def compute_traits(p: Profile, routes: KernelRoutes) -> frozenset[str]:
 @dataclass(frozen=True)
 class Basis:
     """What backs one estimate: ``kind`` (measured / derived / bound), the traits no calibration family
-    covers on this backend, and the conservative choices made for them."""
+    covers on this backend, and the conservative choices made for them. ``reason``: for a ``bound`` whose traits
+    were measured over the band (``over_traits``), what was measured; ``worst``: the worst-case rule the number
+    takes (``derived``'s run-ahead window where the backend has one, else the ``bound`` items)."""
 
     kind: str
     traits: frozenset[str]
     unmeasured: frozenset[str]
+    reason: str = ""
+    worst: str = ""
 
     def as_dict(self) -> dict:
-        return {"peak_basis": self.kind, "traits": sorted(self.traits), "unmeasured_traits": sorted(self.unmeasured),
-                "conservative_choices": list(CONSERVATIVE_CHOICES[self.kind])}
+        choices = list(CONSERVATIVE_CHOICES[self.worst or self.kind])
+        if self.reason:
+            choices = [MEASURED_OVER_CHOICE] + choices
+        out = {"peak_basis": self.kind, "traits": sorted(self.traits), "unmeasured_traits": sorted(self.unmeasured),
+               "conservative_choices": choices}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
 
 
 CONSERVATIVE_CHOICES = {
@@ -121,9 +133,13 @@ CONSERVATIVE_CHOICES = {
 }
 
 
+MEASURED_OVER_CHOICE = ("the op model, which every calibration point of these traits on this backend measured at or "
+                        "above the peak but none within [1.00, 1.15] (see reason)")
+
+
 def no_bound_reason(p: Profile, routes: KernelRoutes) -> str | None:
-    """Why an unmeasured ``p`` gets no number on ``routes``' backend (see ``NO_BOUND_STATE_FAMILIES``)."""
-    if p.mlx_model_type in NO_BOUND_STATE_FAMILIES and any(e.kind == "state" for lt in p.layer_types.values()
+    """Why an unmeasured ``p`` gets no number on ``routes``' backend (the module's ``state_bound: false``)."""
+    if not traits_of(p.mlx_model_type).state_bound and any(e.kind == "state" for lt in p.layer_types.values()
                                                              for e in lt.entries):
         return (f"unsupported: the {routes.backend} prefill peak of {p.mlx_model_type}'s Mamba2 (ssm_attn) layers is not "
                 "verified on this backend and no worst case covers them (measured: CPU 0.92 of the op model at "
@@ -138,30 +154,53 @@ def traits_file() -> Path:
 
 
 @lru_cache(maxsize=4)
-def _measured_table(path: str) -> dict[str, frozenset[str]]:
+def _tables(path: str) -> tuple[dict[str, frozenset[str]], dict[str, dict[str, dict]]]:
     from ..registry.yaml_safe import load_yaml_text, read_text
 
     p = Path(path)
     if not p.is_file():
-        return {}
+        return {}, {}
     data = load_yaml_text(read_text(p), str(p))
     if not isinstance(data, dict) or not isinstance(data.get("backends"), dict):
         raise InputError(f"{p}: needs a 'backends' mapping (backend -> measured traits)")
-    out = {}
+    out, over = {}, {}
     for backend, d in data["backends"].items():
-        traits = (d or {}).get("traits", {}) if isinstance(d, dict) else {}
-        out[str(backend)] = frozenset(traits)
-    return out
+        d = d if isinstance(d, dict) else {}
+        out[str(backend)] = frozenset(d.get("traits") or {})
+        ov = d.get("over_traits") or {}
+        if not isinstance(ov, dict) or not all(isinstance(v, dict) for v in ov.values()):
+            raise InputError(f"{p}: backends.{backend}.over_traits must map a trait to its measurement")
+        over[str(backend)] = {str(k): v for k, v in ov.items()}
+    return out, over
 
 
 def measured_traits(backend: str) -> frozenset[str]:
-    return _measured_table(str(traits_file())).get(backend, frozenset())
+    return _tables(str(traits_file()))[0].get(backend, frozenset())
+
+
+def over_traits(backend: str) -> dict[str, dict]:
+    """Traits measured on ``backend`` only over the band (never under, none within it): trait -> its
+    families, points and est/measured range (``profiles/calibration/measured_traits.yaml``)."""
+    return _tables(str(traits_file()))[1].get(backend, {})
 
 
 def basis_for(p: Profile, routes: KernelRoutes, measured: frozenset[str] | None = None) -> Basis:
+    """``measured`` replaces the file's measured traits (the leave-one-family-out test); the over-the-band
+    table is then not used either, so a family left out is judged by the source rules alone."""
     traits = compute_traits(p, routes)
     have = measured_traits(routes.backend) if measured is None else measured
     missing = traits - have
     if not missing:
         return Basis(MEASURED, traits, frozenset())
-    return Basis(DERIVED if routes.backend in DERIVED_BACKENDS else BOUND, traits, frozenset(missing))
+    rule = DERIVED if routes.backend in DERIVED_BACKENDS else BOUND
+    over = over_traits(routes.backend) if measured is None else {}
+    if missing <= over.keys():
+        fams = sorted({f for t in missing for f in over[t].get("families", ())})
+        lo = min(float(over[t]["ratio"][0]) for t in missing)
+        hi = max(float(over[t]["ratio"][1]) for t in missing)
+        n = max(int(over[t].get("points", 0)) for t in missing)
+        why = (f"measured over the band on {routes.backend}: {', '.join(sorted(missing))} ({', '.join(fams)}) came out "
+               f"{lo:.2f}-{hi:.2f} of the measured peak at {n} calibration points, never under and none within "
+               f"[{BAND[0]:.2f}, {BAND[1]:.2f}]: an upper bound, not a calibrated number")
+        return Basis(BOUND, traits, frozenset(missing), reason=why, worst=rule)
+    return Basis(rule, traits, frozenset(missing), worst=rule)

@@ -72,12 +72,14 @@ class _Live:
         return {k: int(round(v)) for k, v in terms.items()}
 
 
-def window_max(items: list[Item], window: int, op_weight: int = 1, view_weight: int = 0) -> tuple[int, dict[str, int]]:
+def window_max(items: list[Item], window: int, op_weight: int = 1, view_weight: int = 0, *,
+               all_sums: list | None = None) -> tuple[int, dict[str, int]]:
     """Max over windows of ``window`` executor slots of the bytes live there (``_Live``).
 
     The sum is piecewise linear in the window's position between item boundaries, so the maximum has an
     edge on a boundary: every boundary is tried as the window's start and as its end. Returns the max and
-    the per-term bytes of that window.
+    the per-term bytes of that window. ``all_sums``: when given, the ``{window start: bytes}`` of every
+    position tried is appended to it (the fast path builds its envelope from them).
     """
     if not items:
         return 0, {}
@@ -94,6 +96,8 @@ def window_max(items: list[Item], window: int, op_weight: int = 1, view_weight: 
             sums[lo] = v
             if v > best:
                 best, best_lo = v, lo
+    if all_sums is not None:
+        all_sums.append(sums)
     if _ALL_SUMS is not None:
         _ALL_SUMS.append(sums)
     out = live.terms(best_lo, best_lo + w)

@@ -10,7 +10,7 @@ from ..units import format_bytes
 from .kernels import KernelRoutes, SdpaCall
 from .ops.attention import mask_kind, route_for
 from .ops.items import CallContext
-from .ops.traits import EXPANDED_MLA_FAMILIES
+from ..mlxlm.recipe_files import traits_of
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def routes_used(p: Profile, steps: dict, ctx: CallContext) -> dict[str, str]:
         lt = p.layer_types[name]
         e, st = lt.entries[0], stps[0]
         if e.kind in ("full", "sliding", "chunked") and p.num_heads:
-            if p.mla is not None and p.mlx_model_type in EXPANDED_MLA_FAMILIES:
+            if p.mla is not None and traits_of(p.mlx_model_type).mla == "expanded":
                 call = SdpaCall(p.num_heads, e.n_kv, p.mla.qk_nope_head_dim + p.mla.qk_rope_head_dim,
                                   p.mla.v_head_dim, ctx.q_len, st.kv_len, mask_kind(p, e, st, ctx.q_len), False,
                                   ctx.dtype, ctx.nax)

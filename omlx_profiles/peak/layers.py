@@ -1,6 +1,8 @@
 """One call's ordered items: the embedding, every layer's block, the logits of the last token."""
 from __future__ import annotations
 
+import dataclasses
+
 from ..errors import UnsupportedError
 from ..registry.profile import LayerType, Profile
 from .ops.attention import attention_items
@@ -8,13 +10,32 @@ from .ops.items import CallContext, EntryStep, Item, fast_op
 from .ops.mla import mla_expanded_items, mla_latent_items
 from .ops.mlp import mlp_items
 from .ops.recurrent import linear_attention_items
-from .ops.traits import EXPANDED_MLA_FAMILIES, SANDWICH_NORM_FAMILIES
+from ..mlxlm.recipe_files import traits_of
 
 
 def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: CallContext, *, cache_only: bool,
                 dense: bool = False) -> list[Item]:
     """The items of one layer of this type during the call (``cache_only``: the chunk's last layer;
     ``dense``: an MoE model's layer that runs a dense MLP, ``dense_layer``)."""
+    items = _layer_items(p, lt, steps, ctx, cache_only=cache_only, dense=dense)
+    if p.tensor_ranks > 1:
+        items = [all_sum_node(it, ctx.q_len * (p.hidden_size or 0)) if it.term == "residual" else it for it in items]
+    return items
+
+
+def all_sum_node(residual: Item, elements: int) -> Item:
+    """A tensor rank's block output goes through ``all_sum`` before the residual add (``ShardedToAllLinear``,
+    the MoE block's ``all_sum``): one more CUDA graph node reading the block's output, traced on two H200s
+    (twogpu_s5_rank*.json: 2 nodes per Qwen3-MoE layer more than one process, commits_cold_qwen3.json). Its
+    output buffer is the communication term (``sharding.report.comm_bytes``), and the executor slot is left
+    alone (the CPU ring's window was measured without it), so only the CUDA graph ends move."""
+    nodes = residual.nodes if residual.nodes >= 0 else residual.ops
+    el = residual.elems if isinstance(residual.elems, int) else sum(residual.elems)
+    return dataclasses.replace(residual, nodes=nodes + 1, elems=el + elements)
+
+
+def _layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: CallContext, *, cache_only: bool,
+                 dense: bool = False) -> list[Item]:
     kinds = [e.kind for e in lt.entries]
     moe = p.moe is not None and not dense
     if kinds == ["none"]:
@@ -25,19 +46,22 @@ def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: Ca
         items = mla_latent_items(p, lt.entries, steps, ctx, cache_only=cache_only)
     elif kinds[0] in ("full", "sliding", "chunked"):
         e = lt.entries[0]
-        if p.mla is not None and p.mlx_model_type in EXPANDED_MLA_FAMILIES:
+        if p.mla is not None and traits_of(p.mlx_model_type).mla == "expanded":
             items = mla_expanded_items(p, e, steps[0], ctx, cache_only=cache_only)
         else:
             items = attention_items(p, e, steps[0], ctx, cache_only=cache_only)
         for e2, st2 in zip(lt.entries[1:], steps[1:]):
             if e2.kind == "state":
                 items += linear_attention_items(p, lt, e2, st2, ctx, cache_only=cache_only)
+            elif e2.kind == "indexer":  # a DSA indexer beside per-head K/V (minimax_m3_vl): no op list for it
+                raise UnsupportedError(f"unsupported: no transient model for the DSA indexer of a {lt.label!r} layer "
+                                       "(its block scores are not in the op model); the KV bytes stay exact")
     elif kinds[0] == "state":
         items = linear_attention_items(p, lt, lt.entries[0], steps[0], ctx, cache_only=cache_only)
     else:
         raise UnsupportedError(f"unsupported: no transient model for a {lt.label!r} layer")
-    if cache_only or p.mlx_model_type == "nemotron_h":
-        return items  # nemotron_h: attention/mamba/MLP are separate layers ('none' = MLP-only)
+    if cache_only or traits_of(p.mlx_model_type).separate_mlp:
+        return items  # separate_mlp: attention/mixer/MLP are separate layers ('none' = MLP-only)
     return items + mlp_items(p, ctx, moe=moe)
 
 
@@ -52,7 +76,7 @@ def embedding_items(p: Profile, ctx: CallContext) -> list[Item]:
     h = p.hidden_size
     # the gather reads from the whole table (its elements count for CUDA's graph commit)
     items = [Item("embedding", ctx.q_len * h * ctx.act, 1, 3, elems=(p.vocab_size or 0) * h + ctx.q_len)]
-    if p.mlx_model_type in SANDWICH_NORM_FAMILIES:
+    if traits_of(p.mlx_model_type).sandwich_norm:
         items.append(Item("embedding", ctx.q_len * h * ctx.act, 1))
     return items
 

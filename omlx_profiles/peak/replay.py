@@ -1,12 +1,13 @@
 """The per-call replay of every cache of a prompt, as the peak model needs it: for each call and each
 cache entry, rows before and after, rows a growing buffer copies, keys the call attends to (``EntryStep``).
 
-Follows the same mlx-lm rules as ``omlx_profiles.kv.replay`` (KVCache's 256-row steps, RotatingKVCache's
-trim, ChunkedKVCache's front trim), which it uses for the sliding and chunked states.
+The cache classes' growth rules have one home, ``omlx_profiles.kv.replay`` (``kv_call`` / ``kv_advance`` for
+KVCache's 256-row steps, ``RotatingState``, ``ChunkedState``), which the resident-KV report (``kv.bytes``)
+replays too; this module only records, per call, what the peak model reads from them (``EntryStep``).
 """
 from __future__ import annotations
 
-from ..kv.replay import STEP, ChunkedState, RotatingState, calls_for, kv_advance, runs
+from ..kv.replay import ChunkedState, RotatingState, calls_for, kv_advance, kv_call, runs
 from ..registry.profile import CacheEntry
 from .ops.items import EntryStep
 
@@ -24,6 +25,25 @@ def scale_up(nbytes: int, kv_scale: float) -> int:
     v = nbytes * kv_scale
     i = int(v)
     return i if i == v else i + 1
+
+
+def kv_split(profile, rep) -> tuple[int, int]:
+    """A ``kv_report``'s bytes as (the caches ``kv_scale`` applies to, every other cache)."""
+    kv = other = 0
+    for lb in rep.layers:
+        for e, x in zip(profile.layer_types[lb.kind].entries, lb.entries):
+            if e.kind in KV_SCALED_KINDS:
+                kv += x.nbytes
+            else:
+                other += x.nbytes
+    return kv, other
+
+
+def scaled_total(profile, rep, kv_scale: float) -> int:
+    """A ``kv_report`` total with the full-attention caches at ``kv_scale`` of their width (rounded up
+    once, as ``prefill_peak`` rounds its held bytes)."""
+    kv, other = kv_split(profile, rep)
+    return other + scale_up(kv, kv_scale)
 
 
 class EntryState:
@@ -75,7 +95,7 @@ class EntryState:
             if s > 1:
                 trim = 0
                 if old:
-                    keep_rows = st.rows if (st.idx == st.rows or st.idx < st.offset) else st.idx
+                    keep_rows = st.kept_rows()
                     trim = min(keep_rows, e.window - 1) if keep_rows > e.window - 1 else 0
                 st.call(s)
                 return EntryStep("sliding", old, st.rows, st.rows, trim_rows=trim)
@@ -92,16 +112,8 @@ class EntryState:
             return EntryStep("chunked", old, st.rows, prev + s, zero_rows=(st.rows - prev) if grew and old else 0)
         # full / latent / indexer: KVCache (step 256)
         old = self.cap
-        if self.cap == 0 or self.off + s > self.cap:
-            if self.cap and self.off % STEP:
-                self.cap = self.off
-            grow = -(-s // STEP) * STEP
-            self.cap += grow
-            zero = grow if old else 0
-        else:
-            zero = 0
-        self.off += s
-        return EntryStep(e.kind, old, self.cap, self.off, zero_rows=zero)
+        self.cap, self.off, grow = kv_call(self.cap, self.off, s)
+        return EntryStep(e.kind, old, self.cap, self.off, zero_rows=grow if old else 0)
 
 
 def entry_bytes(e: CacheEntry, rows: int, act: int, started: bool) -> int:

@@ -1,9 +1,9 @@
 """``omlx-profiles validate``: every problem of a set of profile files, each with ``file:line``, field path
 and a sentence.
 
-Per file: safe YAML parse (duplicate keys, aliases, tabs and binary bytes are errors), the Pydantic
-models (types, unknown keys, positive counts, layout rules), then the committed JSON Schema with
-``jsonschema`` (what editors check, so it must agree). Across files: inheritance, completeness, and
+Per file, parsed once: safe YAML parse (duplicate keys, aliases, tabs and binary bytes are errors), the
+Pydantic models (types, unknown keys, positive counts, layout rules), then the committed JSON Schema with
+``jsonschema`` (what editors check, so it must agree) on the same parsed document. Across files: inheritance, completeness, and
 ids claimed twice. Kernel-route tables (``kernels/*.yaml``) and calibration files
 (``calibration/<backend>/*.yaml``) are checked against their own models and schemas.
 
@@ -14,6 +14,7 @@ a file that is not a regular file (FIFO, device, dangling link) is reported, nev
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -23,7 +24,7 @@ from ..files import yaml_files
 from ..schema.calibration import CalibrationRunFile
 from ..schema.export import CALIBRATION, KERNELS, MODULE, MODULE_INDEX, NAMING, PROFILE, SHARDING, version_dir
 from ..schema.kernels import KernelRoutesFile
-from .files import MAX_ISSUES_PER_FILE, LoadedFile, load_file, pydantic_issues
+from .files import MAX_ISSUES_PER_FILE, LoadedFile, file_from_yaml, pydantic_issues
 from .index import build_registry, profile_files
 from .paths import builtin_profiles_dir, data_file_kind, schema_dir
 from .yaml_safe import line_for, line_index, load_yaml_text, read_text
@@ -177,19 +178,23 @@ def validate_paths(paths: list[Path] | None = None, *, with_siblings: bool = Fal
     found, issues = expand(paths or [builtin_profiles_dir()])
     good: list[Path] = []
     bad: set[Path] = set()
+    loaded: dict[Path, LoadedFile] = {}  # each family file is parsed once: Pydantic, JSON Schema, registry
     for p in found["family"]:
         try:
-            lf: LoadedFile = load_file(p)
+            text = read_text(p)
+            data = load_yaml_text(text, str(p))
+            lf = file_from_yaml(p, text, data)
         except ProfileError as e:
             issues.extend(e.issues)
             bad.add(_key(p))
             continue
-        schema_issues = _jsonschema_issues(p, lf.text, load_yaml_text(lf.text, str(p)), PROFILE)
+        schema_issues = _jsonschema_issues(p, text, data, PROFILE)
         if schema_issues:
             issues.extend(schema_issues)
             bad.add(_key(p))
             continue
         good.append(p)
+        loaded[_key(p)] = lf
     count = 0
     if good:
         try:
@@ -208,7 +213,7 @@ def validate_paths(paths: list[Path] | None = None, *, with_siblings: bool = Fal
         user.sort(key=lambda p: (str(p.parent), p.name))  # the order a directory loads in
         # user files load the way the registry loads a user directory: on top of the built-in profiles,
         # so a `base:` naming a built-in variant resolves and an id taken over is a note, not an error
-        sources = [s for s in (base, user) if s]
+        sources = [[_reuse(loaded, x) for x in s] for s in (base, user) if s]
         try:
             reg = build_registry(sources)
             mine = {_key(p) for p in good}
@@ -219,6 +224,15 @@ def validate_paths(paths: list[Path] | None = None, *, with_siblings: bool = Fal
         for f in found[kind]:
             issues.extend(validate_data_file(f, kind))
     return list(dict.fromkeys(issues)), count
+
+
+def _reuse(loaded: dict[Path, LoadedFile], p: Path) -> Path | LoadedFile:
+    """The file as already loaded above, under the path the registry names it by (messages about ids claimed
+    twice name the built-in path, as a registry load does), else the path (loaded by ``build_registry``)."""
+    lf = loaded.get(_key(p))
+    if lf is None:
+        return p
+    return lf if lf.path == p else replace(lf, path=p, _lines=None)
 
 
 def _key(p: Path) -> Path:

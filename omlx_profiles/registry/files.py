@@ -126,7 +126,12 @@ def _crash_issue(e: Exception, filename: str, line: int | None, path: str, what:
 def load_file(path: Path) -> LoadedFile:
     """Parse and schema-check one file (no inheritance yet). Raises ``ProfileError``."""
     text = read_text(path)
-    data = load_yaml_text(text, str(path))
+    return file_from_yaml(path, text, load_yaml_text(text, str(path)))
+
+
+def file_from_yaml(path: Path, text: str, data: Any) -> LoadedFile:
+    """Schema-check one file already parsed (``data``: ``load_yaml_text(text)``), so a caller that needs the
+    parsed document too (``validate``'s JSON Schema pass) parses the file once. Raises ``ProfileError``."""
     if not isinstance(data, dict):
         raise ProfileError(
             [Issue(str(path), 1, "", f"top level must be a mapping with 'family' and 'variants', got {type(data).__name__}")]

@@ -252,9 +252,12 @@ def profile_files(directory: Path) -> list[Path]:
         raise ProfileError([Issue(_shown_path(directory), None, "", f"cannot read profiles directory: {why}")]) from None
 
 
-def _load_source(paths: list[Path]) -> tuple[list[LoadedFile], list[Issue]]:
+def _load_source(paths: list[Path | LoadedFile]) -> tuple[list[LoadedFile], list[Issue]]:
     files, issues = [], []
     for p in paths:
+        if isinstance(p, LoadedFile):  # already parsed by the caller (``validate``): not parsed again
+            files.append(p)
+            continue
         try:
             files.append(load_file(p))
         except ProfileError as e:
@@ -262,8 +265,9 @@ def _load_source(paths: list[Path]) -> tuple[list[LoadedFile], list[Issue]]:
     return files, issues
 
 
-def build_registry(sources: list[list[Path]], *, strict: bool = True) -> Registry:
-    """Load several sources (built-in first, then user directories) into one registry.
+def build_registry(sources: list[list[Path | LoadedFile]], *, strict: bool = True) -> Registry:
+    """Load several sources (built-in first, then user directories) into one registry. A source's entry is
+    a file's path, or the file already loaded (``files.load_file`` / ``file_from_yaml``).
 
     With ``strict`` any issue raises ``ProfileError`` listing all of them; otherwise broken files are
     skipped and their issues land in ``notes``.

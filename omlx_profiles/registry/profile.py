@@ -18,6 +18,7 @@ class StateTensorSpec:
     name: str
     elements: int
     dtype: str  # "model" or a dtype name
+    shape: tuple[int, ...] = ()  # as declared: the peak's state ops need the conv window and recurrent dims
 
     def nbytes(self, act_bytes: int) -> int:
         return self.elements * (act_bytes if self.dtype == "model" else DTYPE_BYTES[self.dtype])
@@ -41,6 +42,7 @@ class CacheEntry:
     chunk: int = 0
     tensors: tuple[StateTensorSpec, ...] = ()
     in_list: bool = False  # inside an mlx-lm CacheList: kv quantization skips it
+    slot: bool = False  # kind none: mlx-lm still lists an (unwritten, empty) cache object for the layer
 
     @property
     def row_elements(self) -> int:
@@ -81,9 +83,13 @@ class Profile:
     tie_word_embeddings: bool | None = None
     max_context: int | None = None
     attention_sinks: bool = False
+    kv_bits_fails: str | None = None  # why mlx-lm crashes with a quantized KV cache (kv_report refuses kv_bits)
     # a pipeline stage that sends its output to the next stage (mlx-lm's PipelineMixin: every rank but 0)
     # computes its last layer in every prefill chunk; a whole model leaves it to the cache update only
     sends_output: bool = False
+    # one rank of a tensor-sharded model (mlx-lm ``Model.shard``): every attention and MLP block ends with an
+    # ``all_sum`` (a CUDA graph node per block on the NCCL backend: twogpu_s5_rank*.json); 1: not sharded
+    tensor_ranks: int = 1
     mla: Any = None
     moe: Any = None
     weights: Any = None
@@ -128,6 +134,7 @@ class Profile:
             tie_word_embeddings=v.tie_word_embeddings,
             max_context=v.max_context,
             attention_sinks=bool(v.attention_sinks),
+            kv_bits_fails=v.kv_bits_fails,
             mla=v.mla,
             moe=v.moe,
             weights=v.weights,
@@ -157,11 +164,12 @@ def _entry(s, v: CompleteVariant, in_list: bool) -> CacheEntry:
         return CacheEntry(kind=kind, n_kv=1, k_width=v.mla.kv_lora_rank, v_width=v.mla.qk_rope_head_dim, in_list=in_list)
     if kind == "indexer":
         w = s.head_dim or v.mla.index_head_dim
-        return CacheEntry(kind=kind, n_kv=1, k_width=w, v_width=w, in_list=in_list)
+        vw = w if s.v_head_dim is None else s.v_head_dim
+        return CacheEntry(kind=kind, n_kv=1, k_width=w, v_width=vw, in_list=in_list)
     if kind == "state":
         return CacheEntry(
             kind=kind,
-            tensors=tuple(StateTensorSpec(t.name, prod(t.shape), t.dtype) for t in s.tensors),
+            tensors=tuple(StateTensorSpec(t.name, prod(t.shape), t.dtype, tuple(t.shape)) for t in s.tensors),
             in_list=in_list,
         )
-    return CacheEntry(kind="none", in_list=in_list)
+    return CacheEntry(kind="none", in_list=in_list, slot=bool(getattr(s, "slot", False)))

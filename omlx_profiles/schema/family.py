@@ -78,6 +78,9 @@ class IndexerCache(Strict):
 
     kind: Literal["indexer"]
     head_dim: PosInt | None = Field(None, description="default: the variant's mla.index_head_dim")
+    v_head_dim: NonNegInt | None = Field(
+        None, description="value width; default: the key width (deepseek_v32 stores zero values as wide as the "
+                          "keys); 0: key-only (minimax_m3_vl updates the cache with zero-width values)")
 
 
 class StateTensor(Strict):
@@ -99,6 +102,8 @@ class NoCache(Strict):
     """A layer without a cache entry (KV-shared layers, MLP-only blocks of nemotron_h)."""
 
     kind: Literal["none"]
+    slot: bool = Field(False, description="mlx-lm still allocates a cache object for the layer that nothing ever "
+                                          "writes (0 bytes; nemotron-nas blocks whose attention is a linear)")
 
 
 CacheSpec = Annotated[
@@ -217,6 +222,9 @@ class VariantDefaults(Strict):
     dtype: DType | None = None
     max_context: PosInt | None = None
     attention_sinks: bool | None = None
+    kv_bits_fails: Annotated[str, Field(min_length=3, max_length=600)] | None = Field(
+        None, description="why mlx-lm's module crashes once the KV cache is quantized (kv_bits): the estimate "
+                          "refuses kv_bits for this model instead of giving a number mlx-lm never reaches")
     mla: MLA | None = None
     moe: MoE | None = None
     layers: Layers | None = None

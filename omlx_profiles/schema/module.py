@@ -18,8 +18,11 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .formula import FormulaError, parse as parse_formula
+from .traits import Traits  # noqa: F401 - part of the recipe model (re-exported)
 
 Key = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=80)]
+#: a config key, or a dotted path into a nested object of the config (dbrx ``attn_config.kv_n_heads``)
+KeyPath = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,3}$", max_length=160)]
 KindName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_*.-]+$", min_length=1, max_length=40)]
 Reason = Annotated[str, Field(min_length=3, max_length=600)]
 
@@ -41,9 +44,13 @@ class Args(_Strict):
     kv_from_heads: bool = Field(False, description="a missing/null num_key_value_heads becomes num_attention_heads")
     mha: bool = Field(False, description="the module has no KV-head field: every attention head has its own K/V "
                                          "(a config num_key_value_heads is ignored)")
+    lengths: dict[Key, Key] = Field(
+        default_factory=dict, description="list key -> count key: __post_init__ raises ValueError when the list "
+                                          "is given with another length (smollm3 no_rope_layers)")
     keys: dict[Literal["num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size",
-                       "head_dim", "vocab_size", "intermediate_size", "max_position_embeddings"], Key] = Field(
-        default_factory=dict, description="canonical name -> this module's config key (gpt2: n_layer, ...)")
+                       "head_dim", "vocab_size", "intermediate_size", "max_position_embeddings"], KeyPath] = Field(
+        default_factory=dict, description="canonical name -> this module's config key (gpt2: n_layer, ...), or a "
+                                          "dotted path into a nested config object (dbrx: attn_config.kv_n_heads)")
 
 
 def _formula(v: Any) -> Any:
@@ -80,16 +87,25 @@ class KindRecipe(_Strict):
     """One layer kind: which cache class, and which config keys give its widths (default: the model's)."""
 
     cache: Literal["full", "sliding", "chunked", "latent", "indexer", "none", "state"]
-    window: Key | None = Field(None, description="sliding: the config key of RotatingKVCache max_size")
+    window: Key | Annotated[list[Key], Field(min_length=1, max_length=4)] | None = Field(
+        None, description="sliding: the config key of RotatingKVCache max_size; a list: keys tried in order, the "
+                          "first non-null wins (plamo3: sliding_window overrides window_size)")
     chunk: Key | None = Field(None, description="chunked: the config key of ChunkedKVCache chunk_size")
-    num_kv_heads: list[Key] | None = Field(
-        None, description="config keys tried in order for this kind's KV heads (first non-null wins)")
+    num_kv_heads: list[Key | Annotated[int, Field(strict=True, gt=0)]] | None = Field(
+        None, description="config keys tried in order for this kind's KV heads (first non-null wins); an integer "
+                          "is a constant of the module (gpt_bigcode's multi-query attention: 1)")
     num_kv_heads_if: Key | None = Field(
-        None, description="num_kv_heads applies only when this config flag is true (gemma4 attention_k_eq_v)")
+        None, description="num_kv_heads applies only when this config flag is true (gemma4 attention_k_eq_v); "
+                          "the module's default for the flag counts when the config omits it")
     head_dim: list[Key] | None = Field(None, description="config keys tried in order for this kind's head width")
+    slot: bool = Field(False, description="cache: none only: mlx-lm still puts a cache object in the list for the "
+                                          "layer, and nothing writes it (nemotron-nas attention replaced by a linear)")
     num_kv_heads_is: Formula | None = Field(
         None, description="this kind's KV heads as an integer or formula (recurrent_gemma: 1), over num_kv_heads")
     head_dim_is: Formula | None = Field(None, description="this kind's head width as an integer or formula")
+    v_head_dim_is: Formula | None = Field(
+        None, description="this kind's value width as an integer or formula when it differs from the key width "
+                          "(0: a key-only cache, minimax_m3_vl's indexer stores zero-width values)")
     arrays: list[StateArray] | None = Field(
         None, min_length=1, max_length=8,
         description="state: the ArraysCache's arrays in slot order (every slot mlx-lm fills by the first call)")
@@ -104,10 +120,13 @@ class KindRecipe(_Strict):
             raise ValueError("'window' is given exactly for cache: sliding")
         if (self.cache == "chunked") != (self.chunk is not None):
             raise ValueError("'chunk' is given exactly for cache: chunked")
+        if self.slot and self.cache != "none":
+            raise ValueError("'slot' applies to cache: none")
         return self
 
 
-KindSpec = Union[KindRecipe, Annotated[list[KindRecipe], Field(min_length=2, max_length=4)]]
+# a list is an mlx-lm CacheList (one member too: minimax_m3_vl wraps a dense layer's KVCache in CacheList(KVCache()))
+KindSpec = Union[KindRecipe, Annotated[list[KindRecipe], Field(min_length=1, max_length=4)]]
 
 
 class Modulo(_Strict):
@@ -138,13 +157,18 @@ class LayerTypes(_Strict):
     key: Key = "layer_types"
     map: dict[str, KindName]
     other: KindName | None = Field(None, alias="else")
-    default: Modulo | KindName | None = Field(
+    default: Modulo | Flags | KindName | None = Field(
         description="layout when the config has no layer_types (null: mlx-lm has none and fails)")
     length: bool = Field(False, description="mlx-lm builds one layer per entry: the count key is not read")
+    requires: list[str] = Field(
+        default_factory=list, description="entries mlx-lm looks up with list.index (e.g. the first full-attention "
+                                          "layer's mask): a config whose list lacks one fails to load")
+    ints: bool = Field(False, description="the list holds integers (mimo_v2_flash hybrid_layer_pattern, 1 = sliding): "
+                                          "map keys are their decimal strings ('0', '1')")
 
     def kinds(self) -> set[str]:
         out = set(self.map.values()) | ({self.other} if self.other else set())
-        if isinstance(self.default, Modulo):
+        if isinstance(self.default, (Modulo, Flags)):
             out |= self.default.kinds()
         elif self.default:
             out.add(self.default)
@@ -190,11 +214,65 @@ class Chars(_Strict):
     none: KindName = Field(description="kind of every layer when the pattern is null/absent")
 
 
+DottedKey = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$", max_length=120)]
+
+
+class Flags(_Strict):
+    """A per-layer list of 0/1 (or booleans): layer i is ``kind`` iff entry i is truthy, else ``else``. ``keys``
+    are tried in order (dotted for a nested dict: mlx-lm's ``sac.get("sparse_attention_freq", flat)``);
+    no list -> ``default``."""
+
+    keys: list[DottedKey] = Field(min_length=1, max_length=4)
+    kind: KindName
+    other: KindName = Field(alias="else")
+    default: KindName = Field(description="every layer's kind when no list is given")
+
+    def kinds(self) -> set[str]:
+        return {self.kind, self.other, self.default}
+
+
+class NullGate(_Strict):
+    """When ``value`` (a formula over config keys, ``a or b`` for mlx-lm's fallbacks) is null/absent, every layer
+    is ``kind`` whatever the shape below says (minimax_m3_vl: no index_block_size -> no sparse layer)."""
+
+    value: Annotated[str, Field(min_length=1, max_length=200)]
+    kind: KindName
+
+    @model_validator(mode="after")
+    def _formula(self):
+        _formula(self.value)
+        return self
+
+
 class Flag(_Strict):
     """A boolean config key that, when false, makes every layer one kind (plamo2 ``mamba_enabled``)."""
 
     key: Key
     kind: KindName = Field(description="every layer's kind when the flag is false")
+
+
+class PerLayer(_Strict):
+    """Values that differ from layer to layer, read for layer i: on a key path, a config value that is a LIST
+    is indexed by i (openelm ``num_kv_heads: [3, 3, 4, ...]``; nemotron-nas
+    ``block_configs.attention.n_heads_in_group``: entry i of block_configs, then its keys). A shorter list
+    than the layer count is an error (mlx-lm indexes it and fails too)."""
+
+    kind_if: dict[KeyPath, KindName] = Field(
+        default_factory=dict, description="boolean paths, in order: the first true for layer i makes it that kind "
+                                          "('none': no attention and no cache entry; nemotron-nas attention.no_op)")
+    num_kv_heads: Formula | None = Field(None, description="layer i's KV heads, a formula over (indexed) keys")
+    num_heads: Formula | None = Field(
+        None, description="layer i's query heads; the model-level num_heads is their largest (the peak model's "
+                          "bound)")
+
+    @model_validator(mode="after")
+    def _formulas(self):
+        for v in (self.num_kv_heads, self.num_heads):
+            if v is not None:
+                _formula(v)
+        if not self.kind_if and self.num_kv_heads is None and self.num_heads is None:
+            raise ValueError("give kind_if, num_kv_heads or num_heads")
+        return self
 
 
 class Layout(_Strict):
@@ -210,6 +288,8 @@ class Layout(_Strict):
     cycle: Cycle | None = None
     indices: Indices | None = None
     flag: Flag | None = Field(None, description="a switch that overrides the shape below when false")
+    unless: NullGate | None = Field(None, description="a value that, when null, makes every layer one kind")
+    per_layer: PerLayer | None = Field(None, description="per-layer values over the shape (lists in the config)")
 
     @model_validator(mode="after")
     def _one(self):
@@ -231,10 +311,14 @@ class Layout(_Strict):
             out |= self.indices.kinds()
         if self.flag:
             out.add(self.flag.kind)
+        if self.unless:
+            out.add(self.unless.kind)
         if self.cycle:
             out |= set(self.cycle.map.values()) | ({self.cycle.other} if self.cycle.other else set())
         if self.chars:
             out |= set(self.chars.map.values()) | {self.chars.other, self.chars.none}
+        if self.per_layer:
+            out |= set(self.per_layer.kind_if.values()) - {"none"}
         return out
 
 
@@ -251,6 +335,10 @@ class Live(_Strict):
     """The live check: config keys over the generic tiny model (hidden 64, 4 heads, 2 KV heads, ...)."""
 
     config: dict[Key, Any] = Field(default_factory=dict)
+    also: list[dict[Key, Any]] = Field(
+        default_factory=list, max_length=4,
+        description="further overlays over config, each checked too (N 1/255/256/257, both schedules): the other "
+                    "branch of a flag, an alternative key (gpt_bigcode multi_query: false)")
     top: dict[Key, Any] = Field(default_factory=dict, description="wrapper: top-level keys beside the text config")
     kv_bits: bool = Field(True, description="False: a cache kind has no to_quantized (or crashes), skip kv_bits runs")
     long: bool = Field(True, description="run N=3000 (cheap enough on MLX CPU)")
@@ -265,6 +353,28 @@ class Text(_Strict):
     optional: bool = False
     wrapper_required: list[Key] = Field(default_factory=lambda: ["model_type"],
                                         description="top-level fields the wrapper's args class requires")
+    recipe: Key | None = Field(
+        None, description="the module whose recipe reads the text config (gemma3 -> gemma3_text): this file then "
+                          "gives no args / layout / kinds of its own")
+    sets: dict[Key, Any] = Field(default_factory=dict, description="values the wrapper's __post_init__ writes into "
+                                                                   "the text config, whatever it says")
+    defaults: dict[Key, Any] = Field(default_factory=dict, description="values it writes where the text config "
+                                                                       "lacks the key")
+    from_top: dict[Key, Key] = Field(default_factory=dict, description="text key := this top-level key of the "
+                                                                       "wrapper config (its default: top_defaults)")
+    top_defaults: dict[Key, Any] = Field(default_factory=dict, description="the wrapper args class's defaults")
+
+
+class Ignore(_Strict):
+    """A config key mlx-lm does not honour, with conditions: no note when ``unless`` is false in the config
+    (the config itself already switches the ignored key off, e.g. ``use_sliding_window: false``), or when
+    ``only_without`` is given (the key is honoured through that one)."""
+
+    reason: Reason
+    unless: Key | None = None
+    only_without: Key | None = Field(
+        None, description="said only when this key is absent or null (llama: sliding_window matters only through "
+                          "layer_types)")
 
 
 class Attention(_Strict):
@@ -287,14 +397,19 @@ class Attention(_Strict):
 
 
 class ModuleRecipe(_Strict):
-    """``profiles/mlx_lm/<module>.yaml``: one mlx-lm module as data."""
+    """``profiles/mlx_lm/<module>.yaml``: one mlx-lm module as data.
+
+    ``args``, ``layout`` and ``kinds`` are given together (an extraction recipe) or not at all: a file
+    without them holds only the module's compute ``traits`` while its extraction is still Python (or not
+    yet written)."""
 
     module: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]
     mlx_lm: str = Field(description="the mlx-lm version this recipe was read from and verified against")
-    args: Args
+    args: Args | None = None
     text: Text | None = Field(None, description="wrapper: where the language model's config is")
-    layout: Layout
-    kinds: dict[KindName, KindSpec] = Field(min_length=1)
+    layout: Layout | None = None
+    kinds: dict[KindName, KindSpec] | None = Field(None, min_length=1)
+    traits: Traits = Field(default_factory=Traits, description="compute traits for the prefill peak's op model")
     mla: list[Key] | None = Field(None, description="config keys of the MLA ranks (latent/indexer kinds; with "
                                                     "full kinds: expanded MLA, the ranks the peak model reads)")
     dims: dict[Key, Formula] = Field(
@@ -303,20 +418,46 @@ class ModuleRecipe(_Strict):
                     "'hidden_size // num_attention_heads'): the rest of the recipe reads the name as that value, "
                     "whatever the config says")
     attention: Attention | None = Field(None, description="attention widths computed from other keys (expanded MLA)")
-    ignores: dict[Key, Reason] = Field(default_factory=dict, description="config keys mlx-lm does not honour, and why")
+    ignores: dict[Key, Reason | Ignore] = Field(
+        default_factory=dict, description="config keys mlx-lm does not honour, and why (said as a note when set)")
+    kv_bits_fails: Reason | None = Field(
+        None, description="why the module crashes once its KV cache is quantized (kv_bits): the extracted profile "
+                          "carries it and the estimate refuses kv_bits; the live check requires mlx-lm to fail too")
+    unsupported: Reason | None = Field(
+        None, description="why this project does not profile the module (its layout cannot be expressed, or it "
+                          "cannot be built and checked live here): a file without args / layout / kinds")
     live: Live = Field(default_factory=Live)
     sources: list[Source] = Field(default_factory=list)
     notes: list[Reason] = Field(default_factory=list)
 
+    @property
+    def extracts(self) -> bool:
+        """True when the file is an extraction recipe (args, layout, kinds), not only traits."""
+        return self.layout is not None
+
     @model_validator(mode="after")
     def _kinds_known(self):
+        given = [n for n in ("args", "layout", "kinds") if getattr(self, n) is not None]
+        if given and len(given) != 3:
+            raise ValueError(f"args, layout and kinds are given together or not at all (got only {given})")
+        if given and self.unsupported:
+            raise ValueError("an extraction recipe (args, layout, kinds) cannot also be 'unsupported'")
+        if not given and self.text is not None and self.text.recipe:
+            return self  # a wrapper over another module's recipe (resolved when the files are loaded)
+        if not given:
+            if self.text is not None or self.mla or self.ignores or self.live != Live() or self.dims or self.attention \
+                    or self.kv_bits_fails:
+                raise ValueError("a traits-only file (no args / layout / kinds) holds only module, mlx_lm, traits, "
+                                 "sources and notes")
+            return self
         missing = sorted(self.layout.kind_names() - set(self.kinds))
         if missing:
             raise ValueError(f"layout names kinds {missing} that 'kinds' does not define")
-        lat = any((k.cache in ("latent", "indexer")) for v in self.kinds.values()
-                  for k in (v if isinstance(v, list) else [v]))
-        if lat and not self.mla:
-            raise ValueError("latent/indexer kinds need 'mla' (the config keys of the MLA ranks)")
+        every = [k for v in self.kinds.values() for k in (v if isinstance(v, list) else [v])]
+        if any(k.cache == "latent" for k in every) and not self.mla:
+            raise ValueError("latent kinds need 'mla' (the config keys of the MLA ranks)")
+        if any(k.cache == "indexer" and not (k.head_dim or k.head_dim_is is not None) for k in every) and not self.mla:
+            raise ValueError("an indexer kind needs 'mla' (index_head_dim among the MLA keys) or its own head_dim")
         for v in self.dims.values():
             _formula(v)
         return self

@@ -36,15 +36,15 @@ def load_plan(path: Path | None = None) -> ShardingFile:
 def plan_for(module: str, parallel: str, plan: ShardingFile | None = None) -> ModulePlan:
     """The module's plan, or ``UnsupportedError`` naming what mlx-lm lacks for this kind of sharding."""
     if parallel not in PARALLEL:
-        raise UnsupportedError(f"unsupported: --parallel {parallel!r}; choose tensor or pipeline")
+        raise UnsupportedError(f"--parallel {parallel!r}; choose tensor or pipeline")
     f = plan or load_plan()
     mp = f.modules.get(module)
     if parallel == "tensor" and (mp is None or mp.tensor is None):
         alt = " (it supports --parallel pipeline)" if mp is not None and mp.pipeline else ""
-        raise UnsupportedError(f"unsupported: mlx-lm {f.mlx_lm} module {module!r} has no Model.shard, so it cannot be "
+        raise UnsupportedError(f"mlx-lm {f.mlx_lm} module {module!r} has no Model.shard, so it cannot be "
                                f"tensor-sharded{alt}")
     if parallel == "pipeline" and (mp is None or not mp.pipeline):
         alt = " (it supports --parallel tensor)" if mp is not None and mp.tensor is not None else ""
-        raise UnsupportedError(f"unsupported: mlx-lm {f.mlx_lm} module {module!r} has no model.model.pipeline, so it "
+        raise UnsupportedError(f"mlx-lm {f.mlx_lm} module {module!r} has no model.model.pipeline, so it "
                                f"cannot be pipeline-sharded{alt}")
     return mp

@@ -100,7 +100,7 @@ def _div(what: str, value: int | None, n: int, model: str) -> int | None:
     if value is None:
         return None
     if value % n:
-        raise UnsupportedError(f"unsupported: {model}: {what} = {value} does not divide by {n} ranks, so mlx-lm's "
+        raise UnsupportedError(f"{model}: {what} = {value} does not divide by {n} ranks, so mlx-lm's "
                                "tensor sharding cannot split it evenly")
     return value // n
 
@@ -118,8 +118,11 @@ def _tensor_profile(p: Profile, tp: TensorPlan, n: int) -> Profile:
             if e.kind in _ATTENTION and att:
                 e = dataclasses.replace(e, n_kv=_div(f"KV heads of layer kind {name!r}", e.n_kv, n, who))
             elif e.kind == "state" and state:
+                # the bytes are one rank's; the shape stays the whole model's (which axis mlx-lm splits is not
+                # declared), so the peak's state ops keep charging the unsplit dims: the upper side
                 e = dataclasses.replace(e, tensors=tuple(
-                    StateTensorSpec(t.name, _div(f"state tensor {t.name!r} of {name!r}", t.elements, n, who), t.dtype)
+                    StateTensorSpec(t.name, _div(f"state tensor {t.name!r} of {name!r}", t.elements, n, who), t.dtype,
+                                    t.shape)
                     for t in e.tensors))
             entries.append(e)
         types[name] = LayerType(lt.name, tuple(entries))
@@ -128,9 +131,9 @@ def _tensor_profile(p: Profile, tp: TensorPlan, n: int) -> Profile:
         moe = moe.model_copy(update={"moe_intermediate_size": _div("moe_intermediate_size", moe.moe_intermediate_size,
                                                                      n, who)})
     if p.num_heads is None:
-        raise UnsupportedError(f"unsupported: {who} has no num_heads, so its tensor-sharded heads are unknown")
+        raise UnsupportedError(f"{who} has no num_heads, so its tensor-sharded heads are unknown")
     return dataclasses.replace(
-        p, name=f"{p.name} [tensor rank of {n}]",
+        p, name=f"{p.name} [tensor rank of {n}]", tensor_ranks=n,
         num_heads=_div("num_heads (attention heads)", p.num_heads, n, who),
         num_kv_heads=_div("num_kv_heads", p.num_kv_heads, n, who) if att else p.num_kv_heads,
         intermediate_size=_div("intermediate_size", p.intermediate_size, n, who),

@@ -68,7 +68,7 @@ def _tensor_share(name: str, shape: tuple[int, ...], nbytes: int, tp: TensorPlan
     else:
         return nbytes
     if shape and shape[axis] % n:
-        raise UnsupportedError(f"unsupported: tensor {name} has {shape[axis]} on the axis mlx-lm splits, which does "
+        raise UnsupportedError(f"tensor {name} has {shape[axis]} on the axis mlx-lm splits, which does "
                                f"not divide by {n} ranks")
     return nbytes // n
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from ...registry.profile import CacheEntry, Profile
 from ..kernels import RouteDecision, SdpaCall
 from .items import CallContext, EntryStep, Item, fast_op
-from .traits import (ARRAY_MASK_FAMILIES, FUSED_QKV_FAMILIES, GATED_ATTENTION_FAMILIES, QK_NORM_AFTER_TRANSPOSE_FAMILIES,
-                     QK_NORM_FAMILIES, SANDWICH_NORM_FAMILIES, SOFTCAP_ATTENTION_FAMILIES)
+from ...mlxlm.recipe_files import traits_of
 
 
 _PYTHON_ATTENTION = RouteDecision("python-softcap", "fallback", None, None,
@@ -15,8 +14,8 @@ _PYTHON_ATTENTION = RouteDecision("python-softcap", "fallback", None, None,
 
 def route_for(ctx: CallContext, call: SdpaCall, family: str) -> RouteDecision:
     """The SDPA route a layer of ``family`` takes: the kernel table's, except where mlx-lm computes attention
-    itself (``SOFTCAP_ATTENTION_FAMILIES``)."""
-    if family in SOFTCAP_ATTENTION_FAMILIES and call.q_len > 1:
+    itself (the module's ``softcap_attention`` trait)."""
+    if traits_of(family).softcap_attention and call.q_len > 1:
         return _PYTHON_ATTENTION
     return ctx.routes.route(call, ctx.tiled)
 
@@ -33,7 +32,7 @@ def _sdpa_bound(ctx: CallContext, call: SdpaCall, family: str) -> list[Item]:
     mask = call.q_len * call.kv_len if call.mask in ("causal", "bool") else 0
     mask_el = sc_el if call.mask == "additive" else mask
     sinks = 1 if call.sinks else 0
-    cap = 3 * sc_el * f if family in SOFTCAP_ATTENTION_FAMILIES else 0  # / cap, tanh, * cap: three more copies
+    cap = 3 * sc_el * f if traits_of(family).softcap_attention else 0  # / cap, tanh, * cap: three more copies
     out = [Item("sdpa.bound_softcap", cap, 3, elems=3 * sc_el)] if cap else []
     return out + [Item("sdpa.bound_q_scaled", q_el * f, 1, elems=q_el),
             Item("sdpa.bound_scores", 3 * sc_el * f + mask, 4 + sinks, op_bytes=(sc_el * f, mask, sc_el * f, sc_el * f)
@@ -129,7 +128,7 @@ def mask_kind(p: Profile, entry: CacheEntry, step: EntryStep, q_len: int) -> str
     """The mask mlx-lm passes to SDPA for this layer (see routes research §5)."""
     if q_len == 1:
         return "none"
-    if p.mlx_model_type in ARRAY_MASK_FAMILIES:
+    if traits_of(p.mlx_model_type).mask == "array":
         return "bool"
     if entry.kind == "sliding":
         # RotatingKVCache.make_mask: bool once offset + N > window; llama/gemma also pass window_size,
@@ -147,20 +146,21 @@ def attention_items(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallCon
     n_q = p.num_heads or entry.n_kv
     n_kv, dk, dv = entry.n_kv, entry.k_width, entry.v_width
     fam = p.mlx_model_type
+    tr = traits_of(fam)
     items = [fast_op(ctx, "rms_norm", S * h * s, weight=h)]
     if cache_only:
         # the last layer of a prefill chunk: only its K/V reach the evaluated cache state.
         items.append(Item("qkv_proj", S * n_kv * (dk + dv) * s, 2, 6, elems=2 * S * h + h * n_kv * (dk + dv)))
-        if fam in QK_NORM_FAMILIES:
+        if tr.qk_norm != "none":
             items.append(fast_op(ctx, "rms_norm", S * n_kv * dk * s, weight=dk))
         items.append(fast_op(ctx, "rope", S * n_kv * dk * s))
         items.append(cache_update(entry, step, s, S))
         return items
-    qk_norm = fam in QK_NORM_FAMILIES
-    gate = S * n_q * dk * s if fam in GATED_ATTENTION_FAMILIES else 0  # q_proj also yields the output gate
+    qk_norm = tr.qk_norm != "none"
+    gate = S * n_q * dk * s if tr.gated_attention else 0  # q_proj also yields the output gate
     # v waits for the cache update (past the q/k norms and RoPE)
     q_w = n_q * dk * (2 if gate else 1)
-    fused = fam in FUSED_QKV_FAMILIES
+    fused = tr.fused_qkv
     span = S * (q_w + n_kv * (dk + dv))  # a split view's data_size: the fused buffer's span
     if fused:
         items.append(Item("qkv_proj", span * s, 1, 9, carry=span * s, carry_items=2 + qk_norm,
@@ -172,7 +172,7 @@ def attention_items(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallCon
                           elems=(S * h + h * q_w, S * h + h * n_kv * dk, S * h + h * n_kv * dv)))
     if qk_norm:
         norm = fast_op(ctx, "rms_norm", S * (n_q + n_kv) * dk * s, 2, weight=dk)
-        if fam in QK_NORM_AFTER_TRANSPOSE_FAMILIES and ctx.routes.fast_ops.rms_norm is None:
+        if tr.qk_norm == "after_transpose" and ctx.routes.fast_ops.rms_norm is None:
             norm = Item(norm.term, norm.bytes, 4, norm.views, out=norm.out, elems=2 * norm.elems)
         items.append(norm)
     # the rotated q waits for SDPA (past the cache update)
@@ -196,7 +196,7 @@ def attention_items(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallCon
         items.append(Item("attn_gate", 2 * S * n_q * dv * s, 2, 1, out=S * n_q * dv * s, elems=3 * S * n_q * dv))
     items.append(Item("o_proj", S * n_q * dv * s + S * h * s, 2, 2, out=S * h * s,
                       elems=S * n_q * dv + h * n_q * dv + S * n_q * dv))
-    if fam in SANDWICH_NORM_FAMILIES:
+    if tr.sandwich_norm:
         items.append(fast_op(ctx, "rms_norm", S * h * s, weight=h, donates=True))
     items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
     return items

@@ -80,8 +80,7 @@ def mla_latent_items(p: Profile, entries: tuple[CacheEntry, ...], steps: tuple[E
     items.append(Item("mla.q_proj", S * H * (nope + rope) * s, 1, elems=S * q_in + H * (nope + rope) * q_in))
     items.append(fast_op(ctx, "rope", S * H * rope * s))
     if len(entries) > 1 and mla.index_n_heads and mla.index_topk and kL > mla.index_topk:
-        ih = mla.index_n_heads
-        items.append(Item("dsa.indexer_scores", ih * S * kL * s * 2 + S * kL * (s + 4) + S * kL, 6, out=S * kL))
+        items += dsa_indexer_items(p, S, kL, s, h, ctx.bound)
     if S == 1:
         items.append(Item("mla.decode_q", H * rank * s * 2, 2))
         call = SdpaCall(H, 1, rank, rank, 1, kL, "none", False, ctx.dtype, ctx.nax)
@@ -108,3 +107,51 @@ def mla_latent_items(p: Profile, entries: tuple[CacheEntry, ...], steps: tuple[E
         items.append(Item("o_proj", S * H * vd * s + S * h * s, 2, elems=2 * S * H * vd + h * H * vd))
     items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
     return items
+
+
+# Bytes per (qL x kL) per DSA layer that the H200's peaks hold beyond the itemized ops: with every op's bytes
+# measured (probe_dsa.py: the indexer's ops and one attention module agree with the items) and the graph commits
+# replayed exactly (16 / 34 / 40 / 48 per chunk at 8k, as traced), the whole model's 8k / step-2048 peak was still
+# 0.96 of the op model: ~0.7 GiB over a window of two layers, placed in the traced graphs holding the index QK and
+# the positional scores (commits_dsv32s5.json) - not identified. Sized from that point; checked (predicted before
+# measuring, benchmarks/cuda/predictions-s5.md) at 16k / step 1024 (1.168) and 8k / step 4096 (1.050).
+DSA_UNITEMIZED_B = 24
+
+
+def dsa_indexer_items(p: Profile, S: int, kL: int, s: int, h: int, bound: bool) -> list[Item]:
+    """DeepSeek-V3.2's sparse-attention indexer (mlx-lm 0.32.2 ``deepseek_v32.Indexer``) op by op, once the
+    cache is longer than ``index_topk``: ``q = wq_b(qr)`` and its RoPE, the (ih, qL, kL) index scores
+    ``q @ k^T`` (allocated by the matmul, which reads only q and k), ``maximum(., 0)`` and the product with the
+    per-head weights (both write in place: the scores have no other reader), the per-head sum mlx-lm writes as
+    a Python ``sum`` of ``ih`` slices (one (qL, kL) accumulator, ``ih`` adds each reading a slice and the
+    accumulator), the ``where`` with the causal mask, ``argpartition`` (uint32 (qL, kL), kept by the top-k
+    slice), and the sparse bool mask (zeros, ``put_along_axis``, ``& mask``).
+
+    Per-op elements because CUDA's commit rule ends a graph on them: at kL 32k the relu and the product each
+    read 4 Gi elements and the 64 adds 128 Mi each, so the indexer alone commits ~10 graphs per layer. The
+    single-item version this replaces (two score matrices over 6 ops) replayed 33 / 62 graphs per chunk where
+    the H200 committed 48 / 97 (commits_dsv32.json) and put DeepSeek-V3.2 at 1.43 / 1.61 of its peak; now 48 / 90.
+    ``bound``: relu and the product allocate (no donation)."""
+    mla = p.mla
+    ih = mla.index_n_heads
+    ihd = mla.index_head_dim or mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    q_in = mla.q_lora_rank or h
+    sc = ih * S * kL * s
+    plane = S * kL
+    acc = plane * s
+    inplace = sc if bound else 0  # the worst case does not count on donation
+    adds = (plane + 1,) + (2 * plane,) * (ih - 1)
+    return [
+        Item("dsa.index_q", S * ih * ihd * s, 1, elems=S * q_in + ih * ihd * q_in),
+        Item("dsa.index_weights", S * ih * s * 2, 2, elems=(S * h + ih * h, S * ih + 1)),
+        # the scores' buffer stays alive until the last add has read its slice (the carry through the sum)
+        Item("dsa.index_scores", sc + 2 * inplace, 3, out=0, carry=sc, carry_items=2, op_bytes=(sc, inplace, inplace),
+             elems=(S * ih * ihd + kL * ihd, ih * plane + 1, ih * plane + S * ih)),
+        Item("dsa.index_head_sum", acc, ih, elems=adds),
+        Item("dsa.index_where", acc if bound else 0, 1, out=acc, elems=2 * plane + 1),
+        # argpartition: its uint32 output + 8 B per element of sort workspace (probe_dsa.py: 12.00 B per (qL x kL)
+        # at kL 8k and 32k), + DSA_UNITEMIZED_B (see there)
+        Item("dsa.topk", plane * (12 + DSA_UNITEMIZED_B), 1, carry=plane * 4, carry_items=1, elems=plane),
+        Item("dsa.sparse_mask", 2 * plane, 3, out=plane, op_bytes=(plane, 0, plane),
+             elems=(0, 2 * plane + S * mla.index_topk, 2 * plane)),
+    ]

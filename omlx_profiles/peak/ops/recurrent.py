@@ -10,7 +10,7 @@ from ...errors import UnsupportedError
 from ...registry.profile import CacheEntry, LayerType, Profile
 from ..kernels import KernelRoutes
 from .items import CallContext, EntryStep, Item, fast_op
-from .traits import CONV_VIEW_FAMILIES
+from ...mlxlm.recipe_files import traits_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,22 +23,9 @@ class StateDims:
 
 
 def state_dims(p: Profile, lt: LayerType, entry: CacheEntry) -> StateDims:
-    """Shapes of a state cache's conv window and recurrent state, from the profile's declaration.
-
-    ``CacheEntry`` keeps element counts only, so the shapes come from the variant's layer kinds (or a
-    ``shape`` attribute on the tensor spec where the profile carries one)."""
-    shapes: dict[str, tuple[int, ...]] = {}
-    for t in entry.tensors:
-        shp = getattr(t, "shape", None)
-        if shp:
-            shapes[t.name] = tuple(shp)
-    v = p.variant
-    if not shapes and v is not None and lt.name in v.layers.kinds:
-        spec = v.layers.kinds[lt.name]
-        for sp in (spec if isinstance(spec, list) else [spec]):
-            if sp.kind == "state":
-                for t in sp.tensors:
-                    shapes[t.name] = tuple(t.shape)
+    """Shapes of a state cache's conv window and recurrent state, as the profile declares them
+    (``StateTensorSpec.shape``)."""
+    shapes = {t.name: tuple(t.shape) for t in entry.tensors if t.shape}
     conv = next((t for t in entry.tensors if t.name.startswith("conv")), None)
     ssm = next((t for t in entry.tensors if not t.name.startswith("conv")), None)
     if conv is None or ssm is None or conv.name not in shapes or ssm.name not in shapes:
@@ -67,7 +54,8 @@ def linear_attention_items(p: Profile, lt: LayerType, entry: CacheEntry, step: E
     nvdv = d.ssm_shape[0] * d.ssm_shape[1] if len(d.ssm_shape) == 3 else d.conv_dim  # nv*dv, or H*head_dim
     items = [fast_op(ctx, "rms_norm", S * h * s)]
     fam = p.mlx_model_type
-    if fam in ("qwen3_next", "qwen3_5", "qwen3_5_moe"):
+    mixer = traits_of(fam).mixer
+    if mixer == "gated_delta":
         # in_proj outputs: conv_dim (q, k, v) + z (nv*dv) + b, a (nv each)
         nv = d.ssm_shape[0]
         items.append(Item("deltanet.in_proj", S * (d.conv_dim + nvdv + 2 * nv) * s, 2,
@@ -99,7 +87,7 @@ def linear_attention_items(p: Profile, lt: LayerType, entry: CacheEntry, step: E
             items.append(Item("o_proj", S * h * s, 1, elems=S * nvdv + h * nvdv))
             items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
         return items
-    if fam == "nemotron_h":
+    if mixer == "ssd":
         heads = d.ssm_shape[0]
         items.append(Item("mamba.in_proj", S * (d.conv_dim + nvdv + heads) * s, 1,
                           elems=S * h + h * (d.conv_dim + nvdv + heads)))
@@ -141,7 +129,7 @@ def unverified_peak(p: Profile, routes: KernelRoutes) -> str | None:
     2048 and 0.85 / 0.85 / 0.90 at steps 1024 and 4096 (estimates written before measuring)."""
     if routes.executor.graph_commit is None:
         return None
-    if p.mlx_model_type == "nemotron_h" and any(e.kind == "state" for lt in p.layer_types.values() for e in lt.entries):
+    if traits_of(p.mlx_model_type).mixer == "ssd" and any(e.kind == "state" for lt in p.layer_types.values() for e in lt.entries):
         return ("unsupported: the CUDA prefill peak of Mamba2 (ssm_attn) layers is not verified: modelled op by op it "
                 "was 1.10-1.13 of the peak measured for Nemotron-H-56B on an H200 at prefill step 2048 but 0.85-0.90 at "
                 "steps 1024 and 4096 (benchmarks/cuda/README.md); KV and state bytes stay exact")
@@ -209,7 +197,7 @@ def state_snapshot_bytes(p: Profile, lt: LayerType, entry: CacheEntry, q_len: in
     """Bytes a state layer keeps beyond its ``nbytes`` between prefill chunks: the new conv state is a
     slice view of the (K-1+S) x conv_dim concatenation, which keeps the whole buffer alive until the
     next call replaces it (reference/mlxlm_caches.md §3.1; released after the last 1-token step)."""
-    if q_len <= 1 or p.mlx_model_type not in CONV_VIEW_FAMILIES:
+    if q_len <= 1 or traits_of(p.mlx_model_type).conv_state != "view":
         return 0
     d = state_dims(p, lt, entry)
     conv = next(t for t in entry.tensors if t.name.startswith("conv"))

@@ -1,0 +1,157 @@
+"""The weights term: how many bytes the model's parameters occupy once mlx-lm has loaded them.
+
+Two answers, always labelled:
+
+* **exact** — a local model directory's ``model*.safetensors`` (the files ``mlx_lm.load`` reads): the
+  sum over stored tensors of ``prod(shape) * element size``, read from the headers only (see
+  ``safetensors_header``). For an MLX-quantized checkpoint the packed ``uint32`` weights and the
+  ``scales`` / ``biases`` tensors are counted as stored, which is what MLX holds. mlx-lm's ``sanitize``
+  can drop tensors a checkpoint carries (a vision tower in a text-only load, rotary ``inv_freq``), so
+  for such checkpoints the loaded model holds this much or less, never more. MLX's Metal allocator
+  rounds each buffer above 16 KiB up to a 16 KiB page: a few MB over hundreds of tensors, not counted.
+  A profile's ``weights.bytes`` (measured by whoever wrote it) is exact too, for the checkpoint it
+  describes.
+* **approximate** — from the profile's ``weights.params`` and a quantization. MLX *affine*
+  quantization (``mx.quantize``, mlx-lm's default ``convert``) packs each value into ``bits`` bits and
+  keeps one scale and one bias per ``group_size`` values in the model dtype (bf16: 2 + 2 bytes), so a
+  quantized parameter costs ``bits/8 + 2*dtype_bytes/group_size`` bytes (4-bit, group 64, bf16:
+  0.5625). ``mxfp4`` / ``nvfp4`` / ``mxfp8`` keep a one-byte scale per group and no bias. mlx-lm's
+  default convert quantizes every ``Linear`` and ``Embedding`` whose last dimension divides by the
+  group size — embeddings and the LM head included — and leaves norms and biases in the model dtype;
+  the norms are counted as ``(2 * num_layers + 1) * hidden_size`` parameters (two per block plus the
+  final one). MoE router gates (experts x hidden per MoE layer) are counted at 8 bits, as the families
+  whose ``quant_predicate`` keeps them there store them (qwen3_moe, qwen3_next, gpt_oss, ...): the upper
+  side for the rest (issue 14: the approximation must not fall under the checkpoint).
+
+No parameter count known → ``bytes`` is ``None`` with the reason: never a guess.
+
+Which quantization (first that applies): ``bits`` passed by the caller (``--weights-bits``); the
+local directory's ``config.json`` ``quantization``; the model id (``mlx-community/...-4bit`` ->
+``Resolution.weights_bits``; ``mxfp4`` / ``nvfp4`` in the id pick that mode); the profile's
+``weights.bits`` / ``group_size``; otherwise unquantized in the profile's dtype.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from ...dtypes import DTYPE_BYTES
+from ...errors import InputError
+from ...mlxlm.config import MAX_CONFIG_BYTES  # one limit for every config.json read
+from ...quantization import MODE_DEFAULTS, QUANT_BITS, Quantization
+from ...quantization import read as read_quantization
+from ..safetensors import INDEX_NAME, read_checkpoint, weight_files
+from .from_checkpoint import converted_on_load, from_checkpoint
+from .from_profile import from_profile, plausible_floor
+from .info import GIVEN, WeightsInfo
+
+
+__all__ = ["GIVEN", "Quantization", "WeightsInfo", "config_quantization", "estimate_weights", "plausible_floor",
+           "weights_for"]
+
+
+def estimate_weights(resolution, bits: int | None = None, model_dir=None, *, group_size: int | None = None) -> WeightsInfo:
+    """The weights term for a resolved model (see the module docstring for the rules).
+
+    ``model_dir``: a local model directory; when not given and the model was resolved from a local
+    directory or its ``config.json``, that directory is used. Raises ``InputError`` for a bad
+    ``bits``/``group_size`` and ``SafetensorsError`` (an ``InputError``) for unreadable weight files.
+    """
+    if bits is not None and (type(bits) is not int or bits not in (*QUANT_BITS, 16, 32)):
+        raise InputError(f"weights bits must be one of {(*QUANT_BITS, 16, 32)}, got {bits!r}")
+    if group_size is not None and (type(group_size) is not int or group_size not in (16, 32, 64, 128)):
+        raise InputError(f"weights group size must be 16, 32, 64 or 128, got {group_size!r}")
+    profile = resolution.profile
+    d = Path(model_dir).expanduser() if model_dir is not None else _local_dir(resolution)
+    config_q = None
+    if d is not None:
+        config = _read_config(d)
+        config_q = config_quantization(config, str(d / "config.json")) if config else None
+        if weight_files(d) or os.path.lexists(d / INDEX_NAME):  # an index without its shards is said, not skipped
+            return converted_on_load(config, bits) or from_checkpoint(read_checkpoint(d), bits, group_size, config_q,
+                                                                         profile, config)
+    remote = getattr(resolution, "checkpoint", None)  # hub.RemoteCheckpoint: headers read by range request
+    if d is None and remote is not None:
+        return converted_on_load(remote.config, bits) or from_checkpoint(
+            remote.headers, bits, group_size, config_quantization(remote.config), profile, remote.config)
+    q = _pick_quantization(resolution, profile, bits, group_size, config_q)
+    return from_profile(profile, q, explicit=bits is not None, nq=getattr(resolution, "quant", None))
+
+
+def weights_for(resolution, *, given: int | None = None, bits: int | None = None, model_dir=None) -> WeightsInfo:
+    """The weights term of a request: ``given`` bytes as the user states them (the CLI's ``--weights``),
+    else ``estimate_weights``."""
+    if given is not None:
+        return WeightsInfo(given, False, GIVEN, f"as given on the command line with --weights ({given:,} bytes)")
+    return estimate_weights(resolution, bits=bits, model_dir=model_dir)
+
+
+def _local_dir(resolution) -> Path | None:
+    if getattr(resolution, "matched_by", None) not in ("directory", "config", "path", "local"):
+        return None
+    for cand in (getattr(resolution, "matched", None), getattr(resolution, "query", None)):
+        if not cand:
+            continue
+        p = Path(cand).expanduser()
+        if p.is_file():
+            p = p.parent
+        if p.is_dir():
+            return p
+    return None
+
+
+def _read_config(d: Path) -> dict | None:
+    p = d / "config.json"
+    try:
+        if not p.is_file() or p.stat().st_size > MAX_CONFIG_BYTES:
+            return None
+        data = json.loads(p.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None  # the extractor reports a broken config.json; here it only hints the quantization
+    return data if isinstance(data, dict) else None
+
+
+def config_quantization(config: dict, label: str = "config.json") -> Quantization | None:
+    """``config.json``'s MLX ``quantization`` (or ``quantization_config``), checked (``quantization.read``):
+    an invalid block is an ``InputError`` naming the key, a Hugging Face one (``quant_method``) ``None``."""
+    return read_quantization(config, label)[0]
+
+
+def _pick_quantization(resolution, profile, bits, group_size, config_q) -> tuple[Quantization, str]:
+    w = getattr(profile, "weights", None)
+    prof_bits = getattr(w, "bits", None)
+    prof_group = getattr(w, "group_size", None)
+    nq = getattr(resolution, "quant", None)  # naming.NameQuant: what the id's suffixes say
+    if bits is not None:
+        mode = "affine"
+        src = "bits as requested"
+    elif config_q is not None:
+        return config_q, "from config.json quantization"
+    elif nq is not None and nq.parts:
+        # a mixed name (-MXFP4-Q8): the costliest part for every parameter, an upper bound
+        part = max(nq.parts, key=lambda p: Quantization(p.bits, p.group_size, p.mode).nbytes(1 << 20, 2))
+        src = "from the model id" + (f" ({nq.assumed})" if nq.assumed else "")
+        if nq.mixed:
+            src = (f"upper bound: the id names a mixed checkpoint ({nq.label()}); every parameter counted at "
+                   f"its costliest part")
+        return Quantization(part.bits, group_size or part.group_size, part.mode), src
+    elif nq is not None and nq.float_bits:
+        return Quantization(nq.float_bits), "from the model id" + (f" ({nq.notes[0]})" if nq.notes else "")
+    elif getattr(resolution, "weights_bits", None):
+        bits, src, mode = resolution.weights_bits, "bits from the model id", "affine"
+    elif prof_bits:
+        bits, src, mode = prof_bits, "bits from the profile", "affine"
+    else:
+        dt = profile.dtype
+        return Quantization(8 * DTYPE_BYTES[dt]), f"unquantized, the profile's dtype {dt}"
+    if bits >= 16:
+        return Quantization(bits), src
+    if group_size:
+        g = group_size
+    elif prof_group and mode == "affine":
+        g = prof_group
+    else:
+        g = MODE_DEFAULTS[mode][0]
+        src += f", group {g} = mlx-lm's default"
+    return Quantization(bits, g, mode), src

@@ -1,0 +1,99 @@
+"""Knowledge about an mlx-lm module lives in its data file (``profiles/mlx_lm/<module>.yaml``), not in Python.
+
+Issue 13: after the port, ``omlx_profiles/`` names no mlx-lm model type or module in its logic. This test
+parses every module of the package (``ast``, so comments and docstrings do not count) and fails on any string
+literal equal to a name of ``profiles/mlx_lm/index.yaml`` (its modules, mlx-lm's remapping keys and targets)
+outside ``ALLOWED``. Each allowance has a ceiling (the count today) and the reason it is still Python; the
+ceiling only goes down: a new name literal anywhere fails, and so does an allowance that is no longer needed.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from omlx_profiles.registry.yaml_safe import load_yaml_file
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "omlx_profiles"
+
+#: path under omlx_profiles/ -> (most name literals allowed, why they are still Python)
+ALLOWED: dict[str, tuple[int, str]] = {
+    "mlxlm/facts.py": (4, "mlx-lm's MODEL_ARCHITECTURE_REMAPPING (drift-tested) and the args classes of the "
+                          "mistral3 wrapper and the nemotron_h rule"),
+    "mlxlm/to_layers.py": (3, "the hand-written rule not yet expressible as a recipe (nemotron_h: its pattern "
+                              "string with block-list fallbacks, written back as a layer string) and the wrapper list"),
+    "extraction/from_config.py": (6, "the mistral3 wrapper reader (it dispatches on the text model_type and, having "
+                                     "no make_cache, turns sliding layers full)"),
+    "mlxlm/to_config.py": (29, "profile -> mlx-lm config for the registry families' live tests: the table of "
+                               "builders (the second interpreter, live_config, covers recipes' tiny configs only)"),
+    "mlxlm/to_config_attention.py": (16, "the per-family builders of to_config (real dims from a profile)"),
+    "mlxlm/to_config_hybrid.py": (6, "the per-family builders of to_config (real dims from a profile)"),
+    "live/build.py": (26, "the live model builder's per-family head-dim and MLA tables (registry families)"),
+    "live/_resolve.py": (37, "the live resolver's per-family readers (registry families)"),
+    "mlxlm/coverage.py": (3, "the lfm2-vl quirk (mlx-lm's module file is lfm2-vl.py, its model_type lfm2_vl "
+                             "cannot load) and a named live route for gemma3_text"),
+    "compat/uniform.py": (1, "the oMLX facade's uniform profile is llama-shaped: it names the module whose op "
+                             "list (no compute traits) its peak uses"),
+}
+
+
+def _names() -> set[str]:
+    idx = load_yaml_file(ROOT / "profiles" / "mlx_lm" / "index.yaml")
+    return set(idx["modules"]) | set(idx["remapping"]) | set(idx["remapping"].values())
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body:
+            first = n.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
+def name_literals() -> dict[str, list[tuple[int, str]]]:
+    names = _names()
+    found: dict[str, list[tuple[int, str]]] = {}
+    for p in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(p.read_text(encoding="utf-8"), filename=str(p))
+        docs = _docstrings(tree)
+        hits = [(n.lineno, n.value) for n in ast.walk(tree)
+                if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in names and id(n) not in docs]
+        if hits:
+            found[p.relative_to(PACKAGE).as_posix()] = sorted(hits)
+    return found
+
+
+def test_the_index_names_many_modules():
+    names = _names()
+    assert len(names) > 120 and {"llama", "qwen3_next", "gemma3_text", "falcon_mamba"} <= names
+
+
+def test_no_model_type_names_in_package_logic():
+    found = name_literals()
+    problems = []
+    for path, hits in found.items():
+        ceiling = ALLOWED.get(path, (0, ""))[0]
+        if len(hits) > ceiling:
+            shown = ", ".join(f"{line}:{name!r}" for line, name in hits[:12])
+            problems.append(f"omlx_profiles/{path}: {len(hits)} model-type name literal(s) (allowed {ceiling}): {shown}")
+    assert not problems, ("mlx-lm module knowledge belongs in profiles/mlx_lm/<module>.yaml (traits, layout, args), "
+                          "not in Python:\n" + "\n".join(problems))
+
+
+def test_allowances_are_still_needed():
+    """An allowance above today's count is slack a new name could hide in: lower it (or delete it)."""
+    found = name_literals()
+    stale = {p: (c, len(found.get(p, []))) for p, (c, _) in ALLOWED.items() if len(found.get(p, [])) != c}
+    assert not stale, f"lower these ceilings to the current counts (ceiling, now): {stale}"
+
+
+def test_the_scan_sees_a_name(tmp_path):
+    """The scanner is not blind: a literal module name is found, the same word in a docstring is not."""
+    src = '"""llama is a word here."""\nX = {"qwen3_next": 1}\n'
+    tree = ast.parse(src)
+    docs = _docstrings(tree)
+    hits = [n.value for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in _names() and id(n) not in docs]
+    assert hits == ["qwen3_next"]
