@@ -35,7 +35,7 @@ from ..registry.profile import Profile
 from . import executor
 from .ops.items import EntryStep
 from .ops.recurrent import state_snapshot_bytes
-from .prefill import _call_items, _call_window, _pinned, run_ahead_ops
+from .call import call_window, items_of_call, pinned_bytes, run_ahead_ops
 from .replay import KV_SCALED_KINDS, scale_up
 
 GROWING = ("full", "latent", "indexer")  # KVCache: capacity in 256-row steps
@@ -231,7 +231,7 @@ class CallModel:
         """The call's item structure (what sets the window positions) at ``q`` queries."""
         off = 4 * STEP + S
         steps, _, _ = self._steps(q, S, off, "one" if q == 1 else "upper")
-        _, items = _call_items(self.p, q, off, steps, self.routes, self.tiled, self.dtype, self.act, self.nax,
+        _, items = items_of_call(self.p, q, off, steps, self.routes, self.tiled, self.dtype, self.act, self.nax,
                                last=False, direct=False, bound=self.worst == "bound")
         return tuple((it.term, it.ops, it.views, it.carry_items, it.out < 0) for it in items)
 
@@ -358,22 +358,17 @@ class CallModel:
         steps, hold, add = self._steps(Q, S, off, mode)
         last = mode == "last"
         q = 1 if mode in ("last", "one") else Q
-        ctx, items = _call_items(self.p, q, off, steps, self.routes, self.tiled, self.dtype, self.act, self.nax,
+        ctx, items = items_of_call(self.p, q, off, steps, self.routes, self.tiled, self.dtype, self.act, self.nax,
                                  last=last, direct=False, bound=self.worst == "bound")
         if contract:
             items = [_contract(it, mode) for it in items]
-        ex = self.routes.executor
-        executor._ALL_SUMS = []
-        try:
-            if self.worst:
-                run_ahead = run_ahead_ops(self.routes)
-                if run_ahead is not None:
-                    executor.window_max(items, run_ahead, 1, 0)
-            _call_window(items, ex, q, self.act)
-            all_sums = list(executor._ALL_SUMS)
-        finally:
-            executor._ALL_SUMS = None
-        pinned = sum(_pinned(self.p, steps, q, self.act).values())
+        all_sums: list[dict] = []
+        if self.worst:
+            run_ahead = run_ahead_ops(self.routes)
+            if run_ahead is not None:
+                executor.window_max(items, run_ahead, 1, 0, all_sums=all_sums)
+        call_window(items, self.routes.executor, q, self.act, all_sums)
+        pinned = sum(pinned_bytes(self.p, steps, q, self.act).values())
         return [{pos: v + pinned for pos, v in s.items()} for s in all_sums], hold, add
 
     def pieces(self, Q: int, S: int, mode: str, q_min: int = 1) -> tuple[Pieces, Pieces]:
