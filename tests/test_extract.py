@@ -290,7 +290,7 @@ def test_model_directory_resolves(tmp_path):
     ({"model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 64,
       "num_attention_heads": 4, "rms_norm_eps": 1e-6, "vocab_size": 100, "num_key_value_heads": 2,
       "max_position_embeddings": 100, "tie_word_embeddings": False}, "'head_dim', which mlx-lm's qwen3.ModelArgs requires"),
-    ({"model_type": "gemma3"}, "has no text_config"),
+    ({"model_type": "gemma3"}, "lacks ['text_config']"),
     ({"model_type": "gpt_oss", "layer_types": ["full_attention"] * 36}, "has no ['sliding_attention'] entry"),
 ])
 def test_unsupported_says_why(cfg, why):

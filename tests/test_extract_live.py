@@ -125,7 +125,8 @@ def test_recipe_args_match_mlx_lm(module):
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
     assert set(a.required) == required, module
     for k, v in a.defaults.items():
-        d = fields[k].default if k in fields else None
+        f = fields.get(k)
+        d = None if f is None else (f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default)
         assert k in fields and (list(d) if isinstance(d, tuple) else d) == v, \
             f"{module}.{k}: mlx-lm default {d!r}, copied {v!r}"
 

@@ -18,15 +18,12 @@ PACKAGE = ROOT / "omlx_profiles"
 
 #: path under omlx_profiles/ -> (most name literals allowed, why they are still Python)
 ALLOWED: dict[str, tuple[int, str]] = {
-    "mlxlm/model_types.py": (150, "the table of mlx-lm 0.32.2's modules and remapping that index.yaml is generated "
-                                  "from (tools/gen_module_index.py): data copied from mlx-lm, checked by a drift test"),
-    "mlxlm/facts.py": (31, "mlx-lm's MODEL_REMAPPING (drift-tested) and the args classes of the modules whose "
-                           "extraction is still a hand-written rule or wrapper reader"),
-    "mlxlm/to_layers.py": (7, "hand-written rules not yet expressible as recipes (smollm3's honour-no-window "
-                              "layer_types and no_rope_layers check, nemotron_h's pattern with block-list fallbacks) "
-                              "and the wrapper list"),
-    "extraction/from_config.py": (13, "the wrapper readers (gemma3, mistral3, lfm2-vl) that inject defaults "
-                                      "into their text config"),
+    "mlxlm/facts.py": (4, "mlx-lm's MODEL_ARCHITECTURE_REMAPPING (drift-tested) and the args classes of the "
+                          "mistral3 wrapper and the nemotron_h rule"),
+    "mlxlm/to_layers.py": (3, "the hand-written rule not yet expressible as a recipe (nemotron_h: its pattern "
+                              "string with block-list fallbacks, written back as a layer string) and the wrapper list"),
+    "extraction/from_config.py": (6, "the mistral3 wrapper reader (it dispatches on the text model_type and, having "
+                                     "no make_cache, turns sliding layers full)"),
     "mlxlm/to_config.py": (29, "profile -> mlx-lm config for the registry families' live tests: the table of "
                                "builders (the second interpreter, live_config, covers recipes' tiny configs only)"),
     "mlxlm/to_config_attention.py": (16, "the per-family builders of to_config (real dims from a profile)"),

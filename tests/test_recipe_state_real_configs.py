@@ -38,6 +38,15 @@ CASES = {
                                                  + 256 * 2 * 2 * 64 * 2)),
     # 32 layers, attention at i % 8 == 4 (4 layers: 8 KV heads x 128); 28 mamba: conv 3 x 8192, ssm 8192 x 16
     "ai21-jamba-1.5-mini": ("jamba", 32, 4 * 256 * 2 * 8 * 128 * 2 + 28 * (3 * 8192 + 8192 * 16) * 2),
+    # 26 layers cycling _block_types (recurrent, recurrent, attention): 18 recurrent (conv 3 x 2560 + RG-LRU 2560,
+    # bf16) and 8 sliding-window attention layers with ONE KV head of 2560 // 10 = 256 (256 rows < window 2048)
+    "recurrentgemma-2b": ("recurrent_gemma", 26, 18 * (3 * 2560 + 2560) * 2 + 8 * 256 * 2 * 1 * 256 * 2),
+    # 93 layers: 69 KDA (1-based kda_layers): conv 3 x (3 x 96 heads x 128) bf16 + state 96 x 128 x 128 fp32;
+    # 24 MLA latent layers: kv_lora_rank 512 + qk_rope_head_dim 64 per token, bf16
+    "kimi-k3": ("kimi_k3", 93, 69 * (3 * 3 * 96 * 128 * 2 + 96 * 128 * 128 * 4) + 24 * 256 * (512 + 64) * 2),
+    # 24 layers, full_attention at 2, 6, 10, 14, 18, 21 (layer_types: no full_attn_idxs): 6 x 8 KV heads x
+    # 2048 // 32 = 64; 18 short-conv layers of (3 - 1) x 2048, bf16
+    "lfm2-8b-a1b": ("lfm2_moe", 24, 6 * 256 * 2 * 8 * 64 * 2 + 18 * 2 * 2048 * 2),
 }
 
 

@@ -39,6 +39,10 @@ KB = 1024
 # name: (module, layers with a cache, bf16 bytes per token of all layers (hand formula), full-size build is MoE)
 CASES = {
     "minimax-m2.7": ("minimax", 62, 62 * 2 * 8 * 128 * 2),
+    # multi-head: 32 KV heads x 2560 // 32 = 80, fp16 (the config's dtype; the test reads bf16: same 2 bytes)
+    "phi-2": ("phi", 32, 32 * 2 * 32 * 80 * 2),
+    # per-layer KV heads 4,4,4, 5 x7, 6 x8, 7 x6, 8 x4 (sum 169) of head_dim 64
+    "openelm-1.1b-instruct": ("openelm", 28, 169 * 2 * 64 * 2),
     "qwen3-vl-8b-instruct": ("qwen3_vl", 36, 36 * 2 * 8 * 128 * 2),
     "qwen3-vl-32b-instruct": ("qwen3_vl", 64, 64 * 2 * 8 * 128 * 2),
     # 48 sliding (window 4096) + 16 full layers, all 8 KV heads x 128 (every layer holds 256 rows at N=256)
@@ -55,8 +59,8 @@ CASES = {
     # MLA latent 512 + k_pe 64
     "kimi-k2.x-kimi_k25": ("kimi_k25", 61, 61 * (512 + 64) * 2),
 }
-#: modules whose extraction is still a hand-written rule (to_layers), not their recipe
-HAND_WRITTEN = {"llama4"}
+#: modules whose extraction is still a hand-written rule (to_layers), not their recipe (llama4 is a recipe now)
+HAND_WRITTEN: set[str] = set()
 ISSUE_13_SIX = {"olmo-3.1-32b-instruct", "exaone-4.0-32b", "gemma-4-26b-a4b-it", "glm-5", "minimax-m2.7",
                 "qwen3-vl-32b-instruct"}
 NS = (1, 255, 256, 257, 3000)

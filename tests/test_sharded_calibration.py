@@ -67,17 +67,34 @@ def test_rank_kv_exact_and_peak_never_under(f, pt):
     assert BAND[0] <= op / pt.peak <= SAFE_CAP, f"{pt.model} {pt.tokens} rank {pt.shard['rank']}: {op / pt.peak:.3f}"
 
 
-@pytest.mark.xfail(reason="the op model's CUDA run-ahead window (graph cap) is a worst case, and the NCCL "
-                          "ranks stayed further below it than one process does (why is not traced): Llama-3.1-8B ranks 1.45-1.81, Qwen3-30B-A3B 1.17-1.23 (never under; "
-                          "benchmarks/cuda/README.md, two-GPU section)", strict=False)
-def test_rank_points_within_band():
+# rank points still outside the band, and why (strict=False: Llama's ranks vary by repeat)
+OUT_OF_BAND = {
+    "llama-3.1-8b": "timing: the ranks held 2-9 graphs in flight, not the 11 of the graph cap (the GPU keeps up with "
+                    "half a layer's work), so the window is smaller than the cap's: 1.45-1.81, never under "
+                    "(benchmarks/cuda/README.md, Session 5)",
+    ("qwen3-30b-a3b", 8192): "1.151: the peak is chunk 0, whose 24 graphs the replay commits as traced (counts "
+                             "match), so the excess is in the bytes the 11-graph window holds (the SwitchGLU's sorted "
+                             "and unsorted token copies, 1.38 GiB each in the window), not in the graph ends; not "
+                             "identified (32k's peak is a later chunk: 1.10)",
+}
+
+
+def _band_points():
     out = []
     for p in POINTS:
         f, pt = p.values
-        r = _estimate(f, pt)[1] / pt.peak
-        if not BAND[0] <= r <= BAND[1]:
-            out.append(f"{pt.model} {pt.tokens} rank {pt.shard['rank']}: {r:.2f}")
-    assert not out, f"{len(out)} rank points outside {BAND}: " + "; ".join(out)
+        why = OUT_OF_BAND.get((pt.model, pt.tokens)) or OUT_OF_BAND.get(pt.model)
+        out.append(pytest.param(f, pt, id=p.id, marks=[pytest.mark.xfail(reason=why, strict=False)] if why else []))
+    return out
+
+
+@pytest.mark.parametrize("f,pt", _band_points())
+def test_rank_points_within_band(f, pt):
+    """Qwen3-30B-A3B's 32k ranks: in band once the MoE items carry the kernels the trace shows (two
+    multi-block argsorts, the flatten copy, three-node grouped gather_mm, the all_sums), so the rank's graphs
+    end on nodes where the trace's do (29 graphs per later chunk, as traced; 1.17 before)."""
+    r = _estimate(f, pt)[1] / pt.peak
+    assert BAND[0] <= r <= BAND[1], f"{pt.model} {pt.tokens} rank {pt.shard['rank']}: {r:.3f}"
 
 
 @pytest.mark.parametrize("f,pt", POINTS)

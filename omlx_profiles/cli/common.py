@@ -33,7 +33,13 @@ def add_model_args(p: argparse.ArgumentParser, *, many: bool = False) -> None:
 
 
 def registry(args) -> Registry:
-    return load_registry([Path(d) for d in args.profiles])
+    """The registry of this command's ``--profiles``, built once per command: ``resolve --explain --verify``
+    asks for it three times (resolving, provenance, verification) and each build parses every file."""
+    reg = getattr(args, "_registry", None)
+    if reg is None:
+        reg = load_registry([Path(d) for d in args.profiles])
+        args._registry = reg
+    return reg
 
 
 def resolve_model(args, query: str | None = None) -> Resolution:

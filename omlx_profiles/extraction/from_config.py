@@ -32,7 +32,7 @@ from ..mlxlm.config import (LoadedConfig, Reader, load_config, module_for, read_
                                 shown, spec, text_config_key)
 from ..mlxlm.fold import build_layers
 from ..mlxlm.facts import MLX_LM_VERSION, SPECS
-from ..mlxlm.recipes import reader_for, recipe, recipe_rule
+from ..mlxlm.recipes import reader_for, recipe, recipe_rule, wrapper_injections
 from ..mlxlm.to_layers import RULES, WRAPPERS, Ctx, Draft, rule_llama_like, _info
 from ..mlxlm.support import unsupported_reason
 from ..registry.profile import Profile
@@ -128,16 +128,6 @@ def _text_reader(top: dict, module: str, model_type: str, label: str) -> tuple[R
             raise InputError(f"{label}: text_config must be an object, got {type(tc).__name__}")
         prefix = "text_config."
         tmt = tc.get("model_type") if isinstance(tc.get("model_type"), str) else None
-        if module == "gemma3":
-            top_vocab = top.get("vocab_size", SPECS["gemma3"].defaults["vocab_size"])
-            inj = {"vocab_size": (top_vocab, "gemma3.ModelArgs.__post_init__ (text vocab := top-level vocab_size)")}
-            for k, dv in (("num_attention_heads", 8), ("num_key_value_heads", 4)):
-                if k not in tc:
-                    inj[k] = (dv, f"gemma3.ModelArgs.__post_init__ default ({k} = {dv} when text_config lacks it)")
-            inner = recipe("gemma3_text")
-            r = reader_for(inner, {k: v for k, v in tc.items() if k != "vocab_size"}, label=label, prefix=prefix,
-                           injected=inj)
-            return r, recipe_rule(inner), tmt or "gemma3_text", notes
         if module == "mistral3":
             inj = {}
             if "tie_word_embeddings" not in tc:
@@ -150,10 +140,6 @@ def _text_reader(top: dict, module: str, model_type: str, label: str) -> tuple[R
             inner = "ministral3" if tmt == "ministral3" else "llama"
             r = reader_for(recipe(inner), tc, label=label, prefix=prefix, injected=inj)
             return r, (lambda c: rule_llama_like(c, honour_sliding=False, who="mistral3.py")), tmt or inner, notes
-        if module == "lfm2-vl":
-            inj = {"tie_word_embeddings": (False, "lfm2-vl.ModelArgs.__post_init__ (tie_word_embeddings = False)")}
-            inner = recipe("lfm2")
-            return reader_for(inner, tc, label=label, prefix=prefix, injected=inj), recipe_rule(inner), tmt or "lfm2", notes
     rec = recipe(module) if module not in RULES and module not in WRAPPERS else None
     if rec is not None:  # a module recipe (profiles/mlx_lm/<module>.yaml): data, no Python per module
         if rec.text is None:
@@ -163,7 +149,7 @@ def _text_reader(top: dict, module: str, model_type: str, label: str) -> tuple[R
             return reader_for(rec, top, label=label), recipe_rule(rec), None, notes
         missing = sorted(k for k in rec.text.wrapper_required if k not in top)
         tk = rec.text.key
-        if tk not in top and not rec.text.optional:
+        if tk not in top and not rec.text.optional and tk not in missing:
             missing.append(tk)
         if missing:
             raise UnsupportedError(f"unsupported: model_type {shown(model_type)}: {label} lacks {missing}, which "
@@ -173,7 +159,8 @@ def _text_reader(top: dict, module: str, model_type: str, label: str) -> tuple[R
             raise InputError(f"{label}: {tk} must be an object, got {type(tc).__name__}")
         prefix = f"{tk}." if tc is not top else ""
         tmt = tc.get("model_type") if isinstance(tc.get("model_type"), str) and tc is not top else None
-        return reader_for(rec, tc, label=label, prefix=prefix), recipe_rule(rec), tmt, notes
+        data, inj = wrapper_injections(rec, top, tc)
+        return reader_for(rec, data, label=label, prefix=prefix, injected=inj), recipe_rule(rec), tmt, notes
     if module in RULES and module in SPECS:
         key = text_config_key(top)
         if key:

@@ -22,10 +22,10 @@ from pathlib import Path
 from urllib.parse import quote
 
 from ..errors import HubAccessError, HubNotFoundError, HubUnavailableError
+from ..mlxlm.config import MAX_CONFIG_BYTES  # one limit for every config.json read
 from ..estimate.safetensors import (INDEX_NAME, MAX_INDEX_BYTES, MAX_SHARDS, FileHeader, SafetensorsError,
                                   header_length, parse_header, parse_index)
 
-MAX_CONFIG_BYTES = 10_000_000
 #: shard headers fetched at once (a 1,000-shard index finishes in seconds; the Hub rate-limits far above)
 WORKERS = 16
 

@@ -72,6 +72,9 @@ def coverage_rows(reg: Registry) -> list[Row]:
         if module in live and not variants:
             return "verified", (f"module recipe profiles/mlx_lm/{module}.yaml, checked against the live mlx-lm "
                                 "model by tests/test_recipes_live.py")
+        if module in live and model_type != module:  # the recipe's live check builds every remapped model_type
+            return "verified", (f"module recipe profiles/mlx_lm/{module}.yaml; its live check in "
+                                f"tests/test_recipes_live.py also builds the model as model_type {model_type}")
         if model_type == module and variants:
             return "verified", ", ".join(variants)
         if model_type in LIVE_ROUTES and claimed.get(model_type):
@@ -79,6 +82,9 @@ def coverage_rows(reg: Registry) -> list[Row]:
                                 f"in {LIVE_ROUTES[model_type]}")
         if model_type != module and variants and model_type in claimed:
             return "verified", f"built by {module}.py like {', '.join(variants)}"
+        if model_type != module and module in live:  # a remapped type builds the recipe-verified module
+            return "verified", (f"module recipe profiles/mlx_lm/{module}.yaml, checked against the live mlx-lm "
+                                "model by tests/test_recipes_live.py")
         if module in unsupported:
             return "unsupported", unsupported[module]
         if model_type in claimed:

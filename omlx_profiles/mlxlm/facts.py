@@ -10,23 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from .model_types import REMAPPING
+
 MLX_LM_VERSION = "0.32.2"
 
-#: ``mlx_lm.utils.MODEL_REMAPPING``: config model_type -> the module that builds it.
-MODEL_REMAPPING: dict[str, str] = {
-    "mistral": "llama",
-    "llava": "mistral3",
-    "phi-msft": "phixtral",
-    "falcon_mamba": "mamba",
-    "joyai_llm_flash": "deepseek_v3",
-    "kimi_k2": "deepseek_v3",
-    "qwen2_5_vl": "qwen2_vl",
-    "minimax_m2": "minimax",
-    "iquestcoder": "llama",
-    "xverse": "llama",
-    "gemma4_unified": "gemma4",
-    "deepseek_v41_text": "deepseek_v41",
-}
+#: ``mlx_lm.utils.MODEL_REMAPPING``: config model_type -> the module that builds it (data: index.yaml).
+MODEL_REMAPPING: dict[str, str] = REMAPPING
 
 #: ``mlx_lm.utils.MODEL_ARCHITECTURE_REMAPPING``: (model_type, architecture) -> module; checked first.
 ARCHITECTURE_REMAPPING: dict[tuple[str, str], str] = {
@@ -61,15 +50,9 @@ def _spec(cls, required, defaults=None, head_dim="optional", kv_from_heads=False
     return ArgsSpec(cls, frozenset(required.split()), dict(defaults or {}), head_dim, kv_from_heads)
 
 
-_LLAMA_REQ = "model_type hidden_size num_hidden_layers intermediate_size num_attention_heads rms_norm_eps vocab_size"
-_LLAMA_DEF = {"head_dim": None, "num_key_value_heads": None, "tie_word_embeddings": True, "layer_types": None,
-              "sliding_window": None}
-
 #: Args classes by mlx-lm module (or ``module.Class`` for the inner class of a wrapper).
 SPECS: dict[str, ArgsSpec] = {
-    "smollm3": _spec("smollm3.ModelArgs", _LLAMA_REQ, _LLAMA_DEF, "optional", True),
     "mistral3": _spec("mistral3.ModelArgs", "model_type text_config"),
-    "gemma3": _spec("gemma3.ModelArgs", "model_type text_config", {"vocab_size": 262208}),
     "nemotron_h": _spec(
         "nemotron_h.ModelArgs",
         "model_type vocab_size hidden_size intermediate_size max_position_embeddings num_attention_heads "
@@ -78,5 +61,4 @@ SPECS: dict[str, ArgsSpec] = {
         {"hybrid_override_pattern": None, "layers_block_type": None, "layer_types": None,
          "num_hidden_layers": None, "head_dim": None},
         "optional"),
-    "lfm2-vl": _spec("lfm2-vl.ModelArgs", "model_type text_config"),
 }

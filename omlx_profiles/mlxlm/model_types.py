@@ -1,156 +1,31 @@
-"""mlx-lm 0.32.2's model types, stored as data so that ``omlx-profiles coverage`` works without mlx.
+"""mlx-lm 0.32.2's model types, read from data (``profiles/mlx_lm/index.yaml``) so that ``omlx-profiles
+coverage`` works without mlx.
 
-Derived once from the installed ``mlx_lm/models/*.py`` (a module is a model when it defines or imports
-both ``Model`` and ``ModelArgs``; the rest are helpers) and ``mlx_lm.utils.MODEL_REMAPPING``; the cache
-layout text of each module comes from ``shared/reference/mlxlm_caches.json`` (measured on mlx-lm 0.32.2).
+The index lists every model module of the installed ``mlx_lm/models/*.py`` (a module is a model when it
+defines or imports both ``Model`` and ``ModelArgs``; the rest are helpers) with its status, and
+``mlx_lm.utils.MODEL_REMAPPING``; a module without a recipe keeps the text of how mlx-lm lays out its
+prompt cache (first derived from ``shared/reference/mlxlm_caches.json``, measured on mlx-lm 0.32.2).
+``tools/gen_module_index.py`` rewrites the statuses from the module files and keeps the list;
 ``tests/test_profiles_corpus.py`` compares the module list and the remapping with the installed mlx-lm.
+No module name is written here.
 """
 from __future__ import annotations
 
-MLXLM_VERSION = "0.32.2"
+from ..registry.paths import builtin_profiles_dir
+from ..registry.yaml_safe import load_yaml_file
+from ..schema.module import ModuleIndex
 
-#: model module -> how mlx-lm lays out its prompt cache (KVCache unless said otherwise)
-MODULES: dict[str, str] = {
-    'Klear': 'KVCache x num_hidden_layers',
-    'afm7': 'KVCache x (num_layers - num_kv_reuse_layers)',
-    'afmoe': "layer_types 'sliding_attention' -> RotatingKVCache(sliding_window, keep=0) else KVCache",
-    'apertus': 'KVCache x num_hidden_layers',
-    'baichuan_m1': 'every layer CacheList(ArraysCache(2) [last k, last v for the k/v short conv], KVCache); i in sliding_window_layers -> RotatingKVCache(sliding_window, keep=0) instead of KVCache',
-    'bailing_hybrid': 'is_global rule as bailing_moe_linear: global -> MLA latent KVCache; else ArraysCache(1) linear state',
-    'bailing_moe': 'KVCache x num_hidden_layers',
-    'bailing_moe_linear': 'is_global = (i+1) % layer_group_size == 0 or i >= num_hidden_layers//layer_group_size*layer_group_size -> KVCache; else ArraysCache(1) (linear-attention state)',
-    'bailing_moe_v3': 'layer.is_linear ((i+1) % layer_group_size != 0) -> ArraysCache(4) [q/k/v conv, KDA state]; else MLA latent KVCache',
-    'bitnet': 'KVCache x num_hidden_layers',
-    'cohere': 'KVCache x num_hidden_layers',
-    'cohere2': 'layer i: KVCache if i % sliding_window_pattern == sliding_window_pattern-1 else RotatingKVCache(sliding_window, keep=0)',
-    'dbrx': 'KVCache x n_layers',
-    'deepseek': 'KVCache x num_hidden_layers',
-    'deepseek_v2': 'KVCache x num_hidden_layers (MLA expanded per head)',
-    'deepseek_v3': 'KVCache x num_hidden_layers (MLA latent cache, key dim != value dim)',
-    'deepseek_v32': 'CacheList(main MLA KVCache, DSA indexer KVCache) x num_hidden_layers',
-    'deepseek_v41': 'LayerCache(window=sliding_window): window rows (B, <=sliding_window, head_dim) + for kv-source layers compress_kv (B, floor(N/ratio), head_dim) + for index-source layers index_k (B, floor(N/ratio), index_head_dim) + pending_kv/pending_gate (B, N % ratio, head_dim) float32',
-    'dots1': 'KVCache x num_hidden_layers',
-    'ernie4_5': 'KVCache x num_hidden_layers',
-    'ernie4_5_moe': 'KVCache x num_hidden_layers',
-    'exaone': 'KVCache x num_hidden_layers',
-    'exaone4': "sliding_window_pattern is a string (e.g. 'LLLG'): layer i local iff pattern[i % len(pattern)] == 'L' -> RotatingKVCache(sliding_window, keep=0), else KVCache; pattern None -> all KVCache",
-    'exaone_moe': "layer_types 'sliding_attention' -> RotatingKVCache(sliding_window, keep=0) else KVCache",
-    'falcon_h1': 'every layer: CacheList(Mamba2 ArraysCache(2), KVCache) (parallel hybrid)',
-    'gear': "layer_types: 'full_attention' -> KVCache, 'sliding_attention' -> RotatingKVCache(sliding_window, keep=0), other ('conv_mixer') -> ArraysCache(2) [key conv, value conv]",
-    'gemma': 'KVCache x num_hidden_layers',
-    'gemma2': 'KVCache x num_hidden_layers',
-    'gemma3': 'layer i: KVCache if i % sliding_window_pattern == sliding_window_pattern-1 else RotatingKVCache(max_size=sliding_window, keep=0)',
-    'gemma3_text': 'layer i: KVCache if i % sliding_window_pattern == sliding_window_pattern-1 else RotatingKVCache(max_size=sliding_window, keep=0)',
-    'gemma3n': "first (num_hidden_layers - num_kv_shared_layers) layers: layer_types 'full_attention' -> KVCache, 'sliding_attention' -> RotatingKVCache(sliding_window, keep=0); shared layers have no cache",
-    'gemma4': "only the first (num_hidden_layers - num_kv_shared_layers) layers get a cache (later layers reuse the K/V of the last earlier layer of the same type). layer_types[i]=='full_attention' -> KVCache else RotatingKVCache(sliding_window, keep=0)",
-    'gemma4_text': "only the first (num_hidden_layers - num_kv_shared_layers) layers get a cache (later layers reuse the K/V of the last earlier layer of the same type). layer_types[i]=='full_attention' -> KVCache else RotatingKVCache(sliding_window, keep=0)",
-    'glm': 'KVCache x num_hidden_layers',
-    'glm4': 'KVCache x num_hidden_layers',
-    'glm4_moe': 'KVCache x num_hidden_layers',
-    'glm4_moe_lite': 'KVCache x num_hidden_layers (MLA latent cache, key dim != value dim)',
-    'glm_moe_dsa': 'CacheList(main MLA KVCache, DSA indexer KVCache) x num_hidden_layers',
-    'gpt2': 'KVCache x n_layer',
-    'gpt_bigcode': 'KVCache x n_layer',
-    'gpt_neox': 'KVCache x num_hidden_layers',
-    'gpt_oss': "layer_types (default ['sliding_attention','full_attention'] * (num_hidden_layers//2)): sliding -> RotatingKVCache(sliding_window, keep=0), full -> KVCache",
-    'gptj': 'KVCache x n_layer',
-    'granite': 'KVCache x num_hidden_layers',
-    'granitemoe': 'KVCache x num_hidden_layers',
-    'granitemoehybrid': "layer_types 'mamba' -> ArraysCache(2); 'attention' -> KVCache",
-    'helium': 'KVCache x num_hidden_layers',
-    'hunyuan': 'KVCache x num_hidden_layers',
-    'hunyuan_v1_dense': 'KVCache x num_hidden_layers',
-    'internlm2': 'KVCache x num_hidden_layers',
-    'internlm3': 'KVCache x num_hidden_layers',
-    'iquestloopcoder': 'num_hidden_layers KVCache followed by num_hidden_layers RotatingKVCache(loop_window_size, keep=0) (2 entries per layer)',
-    'jamba': "layers_block_type (default: 'attention' iff i % attn_layer_period == attn_layer_offset) -> KVCache; 'mamba' -> ArraysCache(2)",
-    'kimi_k25': 'KVCache x num_hidden_layers (MLA latent cache, key dim != value dim)',
-    'kimi_k3': '(i+1) in linear_attn_config.kda_layers -> ArraysCache(2) [conv (B,K-1,3*P), ssm]; else MLA KVCache (latent)',
-    'kimi_linear': 'layer i is KDA (linear) iff (i+1) in linear_attn_config.kda_layers -> ArraysCache(4) [q_conv, k_conv, v_conv, ssm]; else MLA KVCache (latent)',
-    'kimi_vl': 'KVCache x num_hidden_layers (MLA latent cache, key dim != value dim)',
-    'laguna': "layer_types 'sliding_attention' -> RotatingKVCache(sliding_window, keep=0) else KVCache",
-    'lfm2-vl': "layer i in full_attn_idxs (or layer_types=='full_attention') -> KVCache else ArraysCache(1) (short conv)",
-    'lfm2': "layer i in full_attn_idxs (or layer_types=='full_attention') -> KVCache else ArraysCache(1) (short conv)",
-    'lfm2_moe': "layer i in full_attn_idxs (or layer_types=='full_attention') -> KVCache else ArraysCache(1) (short conv)",
-    'lille-130m': 'KVCache x n_layer',
-    'llama': "per layer_types: 'sliding_attention' -> RotatingKVCache(sliding_window, keep=0); otherwise KVCache. layer_types missing -> all full_attention (KVCache)",
-    'llama4': 'layer i: ChunkedKVCache(text_config.attention_chunk_size) if (i+1) % 4 != 0 else KVCache',
-    'llama4_text': 'KVCache x num_hidden_layers',
-    'longcat_flash': 'every layer has two MLA attentions -> CacheList of two latent KVCaches',
-    'longcat_flash_ngram': 'every layer has two MLA attentions -> CacheList of two latent KVCaches',
-    'mamba': 'ArraysCache(2) x num_hidden_layers',
-    'mamba2': 'ArraysCache(2) x num_hidden_layers',
-    'mellum': "layer_types 'sliding_attention' -> RotatingKVCache(sliding_window, keep=0) else KVCache",
-    'mimo': 'KVCache x num_hidden_layers',
-    'mimo_v2_flash': 'hybrid_layer_pattern[i]==1 -> RotatingKVCache(sliding_window_size, keep=0) with SWA dims; else KVCache',
-    'minicpm': 'KVCache x num_hidden_layers',
-    'minicpm3': 'KVCache x num_hidden_layers (MLA expanded per head, not latent)',
-    'minimax': 'KVCache x num_hidden_layers',
-    'minimax_m3_vl': "is_sparse_attn(i) (index_block_size set and layer_types[i] != 'full_attention', or sparse_attention_freq[i]) -> CacheList(main KV, indexer KV with zero-width values); else CacheList(main KV)",
-    'ministral3': "per layer_types: 'sliding_attention' -> RotatingKVCache(sliding_window, keep=0); otherwise KVCache. layer_types missing -> all full_attention (KVCache)",
-    'mistral3': 'KVCache x text_config.num_hidden_layers, EVEN IF text_config.layer_types contains sliding_attention (the inner ministral3 make_cache is not used). Sliding layers still get a windowed mask, but the cache grows unbounded',
-    'mistral4': 'KVCache x num_hidden_layers (MLA latent cache, key dim != value dim)',
-    'mixtral': 'KVCache x num_hidden_layers',
-    'muse_glimmer': "layer_types 'sliding_attention' -> RotatingKVCache(sliding_window, keep=0) else KVCache",
-    'muse_spark': "layer_types 'sliding_attention' -> RotatingKVCache(sliding_window, keep=0) else KVCache",
-    'nanbeige': 'KVCache x (num_loops * num_hidden_layers)',
-    'nanochat': 'KVCache x num_hidden_layers',
-    'nemotron-nas': 'KVCache x (#blocks with a real attention)',
-    'nemotron': 'KVCache x num_hidden_layers',
-    'nemotron_h': "one entry per block with hybrid_override_pattern char 'M' (ArraysCache(2) Mamba2) or '*' (KVCache); '-'/'E' (MLP/MoE) blocks have no cache entry",
-    'olmo': 'KVCache x n_layers',
-    'olmo2': 'KVCache x num_hidden_layers',
-    'olmo3': 'layer_types (default: full iff (i+1)%4==0): full -> KVCache, else RotatingKVCache(sliding_window, keep=0)',
-    'olmo_hybrid': "layer_types (default: full iff i%4==3) 'linear_attention' -> ArraysCache(4) [q conv, k conv, v conv, GDN state]; else KVCache",
-    'olmoe': 'KVCache x num_hidden_layers',
-    'openelm': 'KVCache x num_transformer_layers with per-layer KV heads',
-    'phi': 'KVCache x num_hidden_layers',
-    'phi3': 'KVCache x num_hidden_layers',
-    'phi3small': 'KVCache x num_hidden_layers',
-    'phimoe': 'KVCache x num_hidden_layers',
-    'phixtral': 'KVCache x num_hidden_layers',
-    'pixtral': 'default KVCache for every layer of the llama text model (wrapper has no make_cache)',
-    'plamo': 'KVCache x num_hidden_layers',
-    'plamo2': 'is_mamba(i) = (i % mamba_step) != (mamba_step // 2) (all-attention if num_hidden_layers <= mamba_step//2)',
-    'plamo3': 'full-attention layers (is_full_attention: (i+1) % sliding_window_pattern == 0) -> KVCache, else RotatingKVCache(window_size, keep=0); sliding_window overrides window_size',
-    'prism_hadamard_qwen35': 'layer i linear (Gated DeltaNet) iff (i+1) % full_attention_interval != 0 -> ArraysCache(2) [conv_state, ssm_state]; else KVCache',
-    'qwen': 'KVCache x num_hidden_layers',
-    'qwen2': 'KVCache x num_hidden_layers',
-    'qwen2_moe': 'KVCache x num_hidden_layers',
-    'qwen2_vl': 'KVCache x num_hidden_layers',
-    'qwen3': 'KVCache x num_hidden_layers',
-    'qwen3_5': 'layer i linear (Gated DeltaNet) iff (i+1) % full_attention_interval != 0 -> ArraysCache(2) [conv_state, ssm_state]; else KVCache',
-    'qwen3_5_moe': 'layer i linear (Gated DeltaNet) iff (i+1) % full_attention_interval != 0 -> ArraysCache(2) [conv_state, ssm_state]; else KVCache',
-    'qwen3_moe': 'KVCache x num_hidden_layers',
-    'qwen3_next': 'layer i linear (Gated DeltaNet) iff (i+1) % full_attention_interval != 0 -> ArraysCache(2) [conv_state, ssm_state]; else KVCache',
-    'qwen3_vl': 'KVCache x num_hidden_layers',
-    'qwen3_vl_moe': 'KVCache x num_hidden_layers',
-    'recurrent_gemma': "block_types cycled over layers: 'recurrent' -> ArraysCache(2) [conv, rg_lru h]; 'attention' -> RotatingKVCache(attention_window_size, keep=0) (single KV head)",
-    'rwkv7': 'ArraysCache(3) x num_hidden_layers [time-mix token shift, wkv state, channel-mix token shift]',
-    'seed_oss': 'KVCache x num_hidden_layers',
-    'smollm3': "per layer_types: 'sliding_attention' -> RotatingKVCache(sliding_window, keep=0); otherwise KVCache. layer_types missing -> all full_attention (KVCache)",
-    'solar_open': 'KVCache x num_hidden_layers',
-    'spark2_5': "layer_types 'sliding_attention' -> RotatingKVCache(sliding_window, keep=0) else KVCache",
-    'stablelm': 'KVCache x num_hidden_layers',
-    'starcoder2': 'KVCache x num_hidden_layers',
-    'step3p5': "layer_types 'sliding_attention' -> RotatingKVCache(sliding_window, keep=0) else KVCache",
-    'talkie': 'KVCache x num_hidden_layers',
-    'telechat3': 'KVCache x num_hidden_layers',
-    'youtu_llm': 'KVCache x num_hidden_layers (MLA expanded per head)',
-}
+
+def _index() -> ModuleIndex:
+    return ModuleIndex.model_validate(load_yaml_file(builtin_profiles_dir() / "mlx_lm" / "index.yaml"))
+
+
+_IDX = _index()
+
+MLXLM_VERSION: str = _IDX.mlx_lm
+
+#: model module -> how mlx-lm lays out its prompt cache, where no recipe says it (else "")
+MODULES: dict[str, str] = {m: (e.reason or "") if e.status == "not yet" else "" for m, e in _IDX.modules.items()}
 
 #: config model_type -> the module mlx-lm builds it with (mlx_lm.utils.MODEL_REMAPPING)
-REMAPPING: dict[str, str] = {
-    'mistral': 'llama',
-    'llava': 'mistral3',
-    'phi-msft': 'phixtral',
-    'falcon_mamba': 'mamba',
-    'joyai_llm_flash': 'deepseek_v3',
-    'kimi_k2': 'deepseek_v3',
-    'qwen2_5_vl': 'qwen2_vl',
-    'minimax_m2': 'minimax',
-    'iquestcoder': 'llama',
-    'xverse': 'llama',
-    'gemma4_unified': 'gemma4',
-    'deepseek_v41_text': 'deepseek_v41',
-}
+REMAPPING: dict[str, str] = dict(_IDX.remapping)

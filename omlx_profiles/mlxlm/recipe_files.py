@@ -45,6 +45,15 @@ def _load_all(root: str) -> dict[str, ModuleRecipe]:
             if p.name not in NOT_RECIPES:
                 rec = _parse_recipe(p)
                 out[rec.module] = rec
+    for m, rec in list(out.items()):  # a wrapper over another module's recipe reads the text config by it
+        if rec.text is not None and rec.text.recipe:
+            inner = out.get(rec.text.recipe)
+            if inner is None or not inner.extracts or inner.text is not None:
+                raise ProfileError(f"{d / (m + '.yaml')}: text.recipe {rec.text.recipe!r} names no plain module recipe")
+            out[m] = inner.model_copy(update={
+                "module": m, "text": rec.text, "traits": rec.traits, "sources": rec.sources,
+                "notes": rec.notes + inner.notes, "live": rec.live if rec.live.config or rec.live.top else inner.live,
+                "kv_bits_fails": rec.kv_bits_fails or inner.kv_bits_fails})
     return out
 
 

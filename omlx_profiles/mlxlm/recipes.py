@@ -29,7 +29,7 @@ from .recipe_layout import _formula_value, _key_int, layer_kind_names
 from .recipe_live import HEAD_DIM_PROBE, TINY, live_config
 
 __all__ = ["NOT_RECIPES", "HEAD_DIM_PROBE", "TINY", "args_spec", "canonical_view", "layer_kind_names", "live_config",
-           "module_files", "module_index", "reader_for", "recipe", "recipe_rule", "recipe_verified", "recipes",
+           "module_files", "module_index", "reader_for", "wrapper_injections", "recipe", "recipe_rule", "recipe_verified", "recipes",
            "recipes_dir", "traits_of", "_load_all", "_parse_recipe", "_key_int", "_formula_value"]
 
 # --------------------------------------------------------------------------------------------------
@@ -65,6 +65,26 @@ def canonical_view(rec: ModuleRecipe, data: dict) -> dict:
         if v is not _ABSENT and canon not in data:
             out[canon] = v
     return out
+
+
+def wrapper_injections(rec: ModuleRecipe, top: dict, tc: dict) -> tuple[dict, dict]:
+    """The text config as the wrapper's ``__post_init__`` leaves it: (the config's own keys that still count,
+    injected key -> (value, why)) from ``text.sets`` / ``defaults`` / ``from_top``."""
+    t = rec.text
+    if t is None or tc is top:
+        return tc, {}
+    inj: dict[str, tuple[Any, str]] = {}
+    for k, v in t.defaults.items():
+        if k not in tc:
+            inj[k] = (v, f"{rec.module}.ModelArgs.__post_init__ default ({k} = {v!r} when {t.key} lacks it)")
+    for k, v in t.sets.items():
+        inj[k] = (v, f"{rec.module}.ModelArgs.__post_init__ ({t.key}.{k} := {v!r})")
+    for k, top_key in t.from_top.items():
+        v = top.get(top_key, t.top_defaults.get(top_key))
+        if v is not None:
+            inj[k] = (v, f"{rec.module}.ModelArgs.__post_init__ ({t.key}.{k} := top-level {top_key} = {v!r})")
+    overridden = set(t.sets) | {k for k in t.from_top if k in inj}
+    return {k: v for k, v in tc.items() if k not in overridden}, inj
 
 
 def reader_for(rec: ModuleRecipe, data: dict, *, label: str, prefix: str = "",
@@ -225,6 +245,12 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
     def rule(c) -> None:
         r, d = c.r, c.d
         names, why = layer_kind_names(rec, r)
+        for key, count_key in rec.args.lengths.items():
+            given = r.raw(key, None)
+            if isinstance(given, list) and len(given) != r.int(count_key, maximum=None):
+                raise UnsupportedError(f"unsupported: model_type {shown(rec.module)}: {r.prefix}{key} has {len(given)} "
+                                       f"entries for {r.int(count_key, maximum=None)} {count_key} ({rec.args.cls} "
+                                       "raises ValueError)")
         pl, per = rec.layout.per_layer, None
         if pl is not None:
             names, per = pl_.resolve(pl, r, names)

@@ -236,15 +236,6 @@ def rule_llama_like(c: Ctx, *, honour_sliding: bool = True, who: str | None = No
             d.notes.append(f"{who or c.module}: layer_types marks {sum(sliding)} layer(s) sliding_attention, but "
                            f"mlx-lm's {who or c.module} defines no make_cache, so make_prompt_cache gives every "
                            "layer an unbounded KVCache (the window only masks attention)")
-    if c.module == "smollm3":
-        nr = r.int_list("no_rope_layers")
-        if nr is not None and len(nr) != n_hidden:
-            raise UnsupportedError(f"unsupported: model_type 'smollm3': no_rope_layers has {len(nr)} entries for "
-                                   f"{n_hidden} layers (smollm3.ModelArgs raises ValueError)")
-
-
-def rule_smollm3(c: Ctx) -> None:
-    rule_llama_like(c, honour_sliding=False, who="smollm3.py")
 
 
 def _mla(c: Ctx, *, index: bool = False) -> dict:
@@ -336,9 +327,8 @@ def rule_nemotron_h(c: Ctx) -> None:
 # --------------------------------------------------------------------------------------------------
 
 RULES: dict[str, Callable[[Ctx], None]] = {
-    "smollm3": rule_smollm3,
     "nemotron_h": rule_nemotron_h,
 }
 
 #: wrapper module -> how to find the text model: (args spec of the inner class, rule, injected defaults)
-WRAPPERS = ("gemma3", "mistral3", "lfm2-vl")
+WRAPPERS = ("mistral3",)

@@ -87,6 +87,9 @@ class Profile:
     # a pipeline stage that sends its output to the next stage (mlx-lm's PipelineMixin: every rank but 0)
     # computes its last layer in every prefill chunk; a whole model leaves it to the cache update only
     sends_output: bool = False
+    # one rank of a tensor-sharded model (mlx-lm ``Model.shard``): every attention and MLP block ends with an
+    # ``all_sum`` (a CUDA graph node per block on the NCCL backend: twogpu_s5_rank*.json); 1: not sharded
+    tensor_ranks: int = 1
     mla: Any = None
     moe: Any = None
     weights: Any = None

@@ -44,6 +44,9 @@ class Args(_Strict):
     kv_from_heads: bool = Field(False, description="a missing/null num_key_value_heads becomes num_attention_heads")
     mha: bool = Field(False, description="the module has no KV-head field: every attention head has its own K/V "
                                          "(a config num_key_value_heads is ignored)")
+    lengths: dict[Key, Key] = Field(
+        default_factory=dict, description="list key -> count key: __post_init__ raises ValueError when the list "
+                                          "is given with another length (smollm3 no_rope_layers)")
     keys: dict[Literal["num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size",
                        "head_dim", "vocab_size", "intermediate_size", "max_position_embeddings"], KeyPath] = Field(
         default_factory=dict, description="canonical name -> this module's config key (gpt2: n_layer, ...), or a "
@@ -350,6 +353,16 @@ class Text(_Strict):
     optional: bool = False
     wrapper_required: list[Key] = Field(default_factory=lambda: ["model_type"],
                                         description="top-level fields the wrapper's args class requires")
+    recipe: Key | None = Field(
+        None, description="the module whose recipe reads the text config (gemma3 -> gemma3_text): this file then "
+                          "gives no args / layout / kinds of its own")
+    sets: dict[Key, Any] = Field(default_factory=dict, description="values the wrapper's __post_init__ writes into "
+                                                                   "the text config, whatever it says")
+    defaults: dict[Key, Any] = Field(default_factory=dict, description="values it writes where the text config "
+                                                                       "lacks the key")
+    from_top: dict[Key, Key] = Field(default_factory=dict, description="text key := this top-level key of the "
+                                                                       "wrapper config (its default: top_defaults)")
+    top_defaults: dict[Key, Any] = Field(default_factory=dict, description="the wrapper args class's defaults")
 
 
 class Ignore(_Strict):
@@ -429,6 +442,8 @@ class ModuleRecipe(_Strict):
             raise ValueError(f"args, layout and kinds are given together or not at all (got only {given})")
         if given and self.unsupported:
             raise ValueError("an extraction recipe (args, layout, kinds) cannot also be 'unsupported'")
+        if not given and self.text is not None and self.text.recipe:
+            return self  # a wrapper over another module's recipe (resolved when the files are loaded)
         if not given:
             if self.text is not None or self.mla or self.ignores or self.live != Live() or self.dims or self.attention \
                     or self.kv_bits_fails:

@@ -133,7 +133,7 @@ def _tensor_profile(p: Profile, tp: TensorPlan, n: int) -> Profile:
     if p.num_heads is None:
         raise UnsupportedError(f"{who} has no num_heads, so its tensor-sharded heads are unknown")
     return dataclasses.replace(
-        p, name=f"{p.name} [tensor rank of {n}]",
+        p, name=f"{p.name} [tensor rank of {n}]", tensor_ranks=n,
         num_heads=_div("num_heads (attention heads)", p.num_heads, n, who),
         num_kv_heads=_div("num_kv_heads", p.num_kv_heads, n, who) if att else p.num_kv_heads,
         intermediate_size=_div("intermediate_size", p.intermediate_size, n, who),

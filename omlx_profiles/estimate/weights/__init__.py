@@ -38,6 +38,7 @@ from pathlib import Path
 
 from ...dtypes import DTYPE_BYTES
 from ...errors import InputError
+from ...mlxlm.config import MAX_CONFIG_BYTES  # one limit for every config.json read
 from ...quantization import MODE_DEFAULTS, QUANT_BITS, Quantization
 from ...quantization import read as read_quantization
 from ..safetensors import INDEX_NAME, read_checkpoint, weight_files
@@ -45,7 +46,6 @@ from .from_checkpoint import converted_on_load, from_checkpoint
 from .from_profile import from_profile, plausible_floor
 from .info import GIVEN, WeightsInfo
 
-MAX_CONFIG_BYTES = 10_000_000
 
 __all__ = ["GIVEN", "Quantization", "WeightsInfo", "config_quantization", "estimate_weights", "plausible_floor",
            "weights_for"]
