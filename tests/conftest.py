@@ -61,3 +61,26 @@ def cli():
 
 def python() -> str:
     return sys.executable
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Make ``@pytest.mark.xdist_group`` work under ``make test`` (``-n ... --dist loadgroup``).
+
+    pytest-xdist (3.8) puts a group's tests on one worker by appending ``@group`` to each test's nodeid,
+    and does it by assigning ``item._nodeid``; pytest >= 9.2 derives ``nodeid`` from ``item._id``, so
+    that assignment is ignored and the groups are silently spread over the workers (measured: the
+    shared live runs of tests/test_kv_live.py were built twice). Where xdist's own suffix did not take,
+    set it the way this pytest reads it; with an older pytest (suffix present) this does nothing.
+    """
+    if not getattr(config.option, "loadgroup", False):
+        return
+    try:
+        from _pytest.nodeid import coerce_node_id
+    except ImportError:  # a pytest where xdist's own ``_nodeid`` assignment works
+        return
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        if names and "@" not in item.nodeid and hasattr(item, "_id"):
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(names)}")
