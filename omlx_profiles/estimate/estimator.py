@@ -79,13 +79,19 @@ class Estimator:
         res = resolve_reserve(budget, reserve)
         usable = max(0, budget - res)
         key = (request, backend, mlx_version, dtype, nax)
-        bounds = self._bounds(request, backend, mlx_version, dtype, nax)
-        if bounds is not None:
-            lo, hi = bounds
-            if w + hi <= usable:
-                return _LazyVerdict(self, key, budget, res, usable, w, given)
-            if lo is not None and w + lo > usable:
-                return _LazyVerdict(self, key, budget, res, usable, w, given, fits=False)
+        fp = self._fast_peak(request, backend, mlx_version, dtype, nax)
+        if fp is not None:
+            new, chunk, cached = request.new_tokens, request.chunk, request.cached
+            try:
+                hi = fp.total_bound(new, chunk, cached)
+                if hi is not None:
+                    if w + hi <= usable:
+                        return _LazyVerdict(self, key, budget, res, usable, w, given)
+                    lo = fp.total_lower(new, chunk, cached)
+                    if lo is not None and w + lo > usable:
+                        return _LazyVerdict(self, key, budget, res, usable, w, given, fits=False)
+            except (OmlxProfilesError, ArithmeticError):
+                pass
         bd = self._breakdown(key)
         return _LazyVerdict(self, key, budget, res, usable, w, given,
                             fits=w + bd.held_before_bytes + bd.peak_bytes <= usable)
@@ -102,10 +108,9 @@ class Estimator:
             self._memo[key] = bd
         return bd
 
-    def _bounds(self, request: Request, backend: str, mlx_version, dtype, nax) -> tuple[int | None, int] | None:
-        """(lower or ``None``, upper) bounds of ``held before + peak`` from the per-profile bounds, or
-        ``None`` (no bound for this request: another schedule, CUDA, or a profile the fast model does not
-        cover): then ``fits`` replays the request."""
+    def _fast_peak(self, request: Request, backend: str, mlx_version, dtype, nax):
+        """The per-profile bounds (``peak.fast.FastPeak``) for this backend, or ``None`` (another schedule,
+        CUDA, or a profile the fast model does not cover): then ``fits`` replays the request."""
         if not USE_FAST_BOUND or request.schedule != "generate":
             return None
         fkey = (backend, mlx_version, dtype, nax)
@@ -122,7 +127,12 @@ class Estimator:
             except OmlxProfilesError:
                 fp = False
             self._fast[fkey] = fp
-        if fp is False:
+        return fp or None
+
+    def _bounds(self, request: Request, backend: str, mlx_version, dtype, nax) -> tuple[int | None, int] | None:
+        """(lower or ``None``, upper) bounds of ``held before + peak`` that ``fits`` decides from, or ``None``."""
+        fp = self._fast_peak(request, backend, mlx_version, dtype, nax)
+        if fp is None:
             return None
         new, chunk, cached = request.new_tokens, request.chunk, request.cached
         try:

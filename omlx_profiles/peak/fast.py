@@ -143,6 +143,8 @@ class FastPeak:
             c = self._chunk(chunk, not cached)
             if c is _EXACT:
                 return None
+            if c.lower is None and chunk > 1:  # the estimator's warm-up builds its lower bound too
+                c.lower = c.model.pieces(chunk, chunk, "lower")[0]
         return self._total(c, new_tokens, chunk, cached)
 
     def total_lower(self, new_tokens: int, chunk: int, cached: int = 0) -> int | None:
