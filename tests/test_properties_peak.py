@@ -44,6 +44,15 @@ def fast(name, backend):
     return _FAST[key]
 
 
+_EST: dict = {}
+
+
+def estimator(name):
+    if name not in _EST:
+        _EST[name] = Estimator(profile(name))
+    return _EST[name]
+
+
 requests = st.tuples(st.sampled_from(NAMES), st.sampled_from(BACKENDS), st.integers(1, 3000),
                      st.integers(1, 4096), st.one_of(st.just(0), st.integers(0, 1_000_000)))
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -131,3 +140,35 @@ def test_fast_path_matches_exact_for_chunks_of_whole_steps(name, backend, new, c
         return
     f = fast(name, backend).peak(new, chunk, 0)
     assert f >= exact.peak_bytes, (f, exact.peak_bytes)
+
+
+# chunk sizes whose bounds are built once for the whole run: whole 256-row steps, below a step, odd sizes past
+# one (capacity phases of their own), and 1
+CHUNKS = st.sampled_from([1, 2, 7, 99, 234, 256, 265, 512, 700, 2048])
+fit_requests = st.tuples(st.sampled_from(NAMES), st.sampled_from(["cpu", "metal"]), st.integers(1, 6000), CHUNKS,
+                         st.one_of(st.just(0), st.integers(0, 1_000_000)))
+
+
+@SETTINGS
+@given(fit_requests, st.floats(0.5, 1.5))
+def test_fits_agrees_with_the_exact_replay(req, scale):
+    """``Estimator.fits`` decides from per-profile bounds without replaying (issue 18): its verdict must be the
+    exact replay's for any budget -- never "fits" where the exact total does not, nor the reverse -- and the
+    bounds it decides from must hold (upper >= exact total >= lower), whatever the request."""
+    name, backend, new, chunk, cached = req
+    assume((cached + new) // chunk <= MAX_CALLS)
+    exact = _peak(name, backend, new, chunk, cached)
+    if exact is None:
+        return
+    total = exact.held_before_bytes + exact.peak_bytes
+    e = estimator(name)
+    request = Request(cached + new, cached=cached, chunk=chunk)
+    bounds = e._bounds(request, backend, None, None, False)  # None: a profile answered exactly (a bound basis)
+    lo, hi = bounds if bounds is not None else (None, total)
+    assert hi >= total, (hi, total)
+    assert lo is None or lo <= total, (lo, total)
+    for budget in (int(total * scale), total, total - 1, hi, (lo or 1) - 1):
+        if budget < 0:
+            continue
+        v = e.fits(request, budget, weights_bytes=0, reserve=0, backend=backend)
+        assert v.fits == (total <= budget), (budget, total, lo, hi)

@@ -19,12 +19,10 @@ from .budget import resolve_reserve
 
 #: The CLI's backend too (``report.DEFAULT_BACKEND``): what oMLX and mlx-lm servers run on.
 DEFAULT_BACKEND = "metal"
-#: ``fits`` may decide from ``peak.fast.FastPeak``'s bound only while that bound is never below the exact
-#: peak. It is not, on main as of this commit: devstral-small-2-24b at 9,999 tokens on metal (14.99 GB
-#: against 15.29 GB exact), gemma-2-9b on CUDA; so the bound is off and ``fits`` answers from the exact
-#: replay, memoized per request (microseconds for a length seen before). tests/test_fits_fast.py checks
-#: the bound for every family and backend: turn this on when it passes with the flag on.
-USE_FAST_BOUND = False
+#: ``fits`` decides from ``peak.fast.FastPeak``'s bounds (an upper bound never below the exact total, a lower
+#: bound never above it) and replays the request only when the budget falls between the two. Off: every
+#: verdict from the exact replay (memoized per request).
+USE_FAST_BOUND = True
 _MEMO = 4096  # exact breakdowns kept per Estimator (an engine's distinct prompt lengths)
 
 
@@ -33,7 +31,6 @@ class Estimator:
         self.profile = profile
         self._memo: dict = {}
         self._fast: dict = {}
-        self._held_memo: dict = {}
 
     # -- resident KV (exact) -----------------------------------------------------------------------
     def kv_report(self, tokens: int, *, schedule: str = "generate", chunk: int = 2048,
@@ -70,20 +67,25 @@ class Estimator:
         the weights were not counted; ``backend`` defaults to ``metal``, as the CLI (``Breakdown.backend``
         names it).
 
-        An engine calls this per request, so the common case costs microseconds: a per-profile bound
-        (``peak.fast.FastPeak``: a few lines per chunk size, never below the exact peak) decides every
-        request that fits with room to spare; only a request near or over the limit replays the prompt
-        (milliseconds, memoized per request). The verdict is always the exact one: its totals and
-        breakdown are computed when first read."""
+        An engine calls this per request, so it costs microseconds for any prompt length: per-profile
+        bounds (``peak.fast.FastPeak``: piecewise lines per chunk size, built once; the upper never below
+        the exact total, the lower never above it) decide every request whose budget is not between the
+        two; only such a request replays the prompt (milliseconds, memoized per request). CUDA replays
+        (no line holds there). The verdict is always the exact one: its totals and breakdown are the
+        exact replay's, computed when first read."""
         check_count("budget", budget, minimum=0, maximum=MAX_BYTES)
         given = weights_bytes is not None
         w = check_count("weights_bytes", weights_bytes, minimum=0, maximum=MAX_BYTES) if given else 0
         res = resolve_reserve(budget, reserve)
         usable = max(0, budget - res)
         key = (request, backend, mlx_version, dtype, nax)
-        bound = self._bound(request, backend, mlx_version, dtype, nax)
-        if bound is not None and w + bound <= usable:
-            return _LazyVerdict(self, key, budget, res, usable, w, given)
+        bounds = self._bounds(request, backend, mlx_version, dtype, nax)
+        if bounds is not None:
+            lo, hi = bounds
+            if w + hi <= usable:
+                return _LazyVerdict(self, key, budget, res, usable, w, given)
+            if lo is not None and w + lo > usable:
+                return _LazyVerdict(self, key, budget, res, usable, w, given, fits=False)
         bd = self._breakdown(key)
         return _LazyVerdict(self, key, budget, res, usable, w, given,
                             fits=w + bd.held_before_bytes + bd.peak_bytes <= usable)
@@ -100,9 +102,10 @@ class Estimator:
             self._memo[key] = bd
         return bd
 
-    def _bound(self, request: Request, backend: str, mlx_version, dtype, nax) -> int | None:
-        """An upper bound of ``held before + peak`` from the per-profile lines, or ``None`` (no bound for
-        this request: another schedule, or a profile the fast model does not cover)."""
+    def _bounds(self, request: Request, backend: str, mlx_version, dtype, nax) -> tuple[int | None, int] | None:
+        """(lower or ``None``, upper) bounds of ``held before + peak`` from the per-profile bounds, or
+        ``None`` (no bound for this request: another schedule, CUDA, or a profile the fast model does not
+        cover): then ``fits`` replays the request."""
         if not USE_FAST_BOUND or request.schedule != "generate":
             return None
         fkey = (backend, mlx_version, dtype, nax)
@@ -112,35 +115,23 @@ class Estimator:
                 from ..peak.fast import FastPeak
 
                 fp = FastPeak(self.profile, backend, mlx_version, dtype, nax)
-                # CUDA's live set follows graph-commit boundaries that move with the length: the peak
-                # is not monotone there (gemma-2-9b: 20,000 tokens above 20,224), so no shared bound
-                if fp.routes.executor.graph_commit is not None:
+                # CUDA's live set follows graph-commit boundaries that move with the length: no line holds
+                # there, FastPeak would replay too (memoized per request here instead)
+                if fp.exact_only:
                     fp = False
             except OmlxProfilesError:
                 fp = False
             self._fast[fkey] = fp
         if fp is False:
             return None
-        chunk, cached = request.chunk, request.cached
+        new, chunk, cached = request.new_tokens, request.chunk, request.cached
         try:
-            # FastPeak's own answer (never below the exact peak): its lines for long prompts, its memoized
-            # exact replay for short ones. A shared bound for all short prompts (charging them as one longer
-            # prompt) was tried and is unsound: gpt-oss-20b at 2,049 tokens peaks above 13,440 (sinks)
-            peak = fp.peak(request.new_tokens, chunk, cached)
-            held = self._held(cached, chunk, dtype) if cached else 0
+            hi = fp.total_bound(new, chunk, cached)
+            if hi is None:
+                return None
+            return fp.total_lower(new, chunk, cached), hi
         except (OmlxProfilesError, ArithmeticError):
             return None
-        return held + peak
-
-    def _held(self, cached: int, chunk: int, dtype: str | None) -> int:
-        """The prefix's cache, as ``FastPeak`` subtracts it (so held + fast peak is the absolute bound)."""
-        v = self._held_memo.get((cached, chunk, dtype))
-        if v is None:
-            if len(self._held_memo) >= _MEMO:
-                self._held_memo.clear()
-            v = self._held_memo[(cached, chunk, dtype)] = kv_report(
-                self.profile, cached, chunk=chunk, dtype=dtype or self.profile.dtype).total
-        return v
 
     def max_tokens(self, budget: int, *, weights_bytes: int = 0, reserve: int | None = None, cached: int = 0,
                    chunk: int = 2048, backend: str = DEFAULT_BACKEND, mlx_version: str | None = None,

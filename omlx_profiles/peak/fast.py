@@ -1,61 +1,65 @@
-"""Precomputed prefill-peak coefficients: the per-call answer in a few integer operations.
+"""Precomputed prefill-peak bounds: the per-request answer in a few float operations, for every prompt length.
 
 ``prefill_peak`` replays every call and slides the executor window over hundreds of items: milliseconds.
-An engine that checks every request (oMLX's admission guard) needs microseconds, so for one profile,
-backend and chunk size this module precomputes the peak of a *full chunk* as a function of the keys it
-attends to, ``kL``: every term is linear in ``kL`` once the sliding windows are full (score matrices,
-causal masks, the old KV buffer copied by a growing cache, the cache held before the call), and the
-window maximum is the upper envelope of one line per window position. The envelope has a handful of
-lines; a call evaluates them.
+An engine that checks every request (oMLX's admission guard, ``Estimator.fits``) needs microseconds, so
+for one profile, backend and chunk size this module precomputes, once, a bound of each kind of call a
+request makes, as a piecewise-linear function of the call's offset (``peak.fast_lines``):
 
-The fast answer charges the request's last call as a full chunk at the largest ``kL`` (``tokens - 1``),
-so it is never below ``prefill_peak`` and exceeds it by at most one chunk's growth plus one 256-row step of
-the growing caches; below the point where the lines hold (short prompts, sliding windows still filling), it
-calls ``prefill_peak`` (memoized).
+* the chunk-size calls (the last of them is the highest: every term grows with the offset);
+* the shorter call before the last token, ``r = (new - 1) % chunk`` queries, charged as the smallest
+  bucket ``Q >= r`` (buckets break at every query-length threshold of the kernel table);
+* the last token (it computes the logits);
+* the first call of a prompt without a cached prefix (fresh caches, a route of its own): the exact model of
+  a fresh call of the bucket's size, taken once per bucket.
 
-Why the lines are sampled where they are: a ``KVCache`` grows in 256-row steps, so what a call holds and
-copies depends on where the history left the capacity (``cap - offset``: 0 .. 255 rows), not on ``kL``
-alone. A line through two points of one history can pass *below* another history's call: a chunk smaller
-than 256 that does not grow the cache at the sampled points but does at the request's, by the old buffer
-the growth copies (the whole cache) -- the fast answer minus the prefix then went negative (issue 14). So
-every unbounded cache is sampled in its worst phase: the call grows, from a capacity as far past the
-offset as a growing call allows (``min(chunk, 256) - 1`` rows), at an offset where no trim happens; what
-that still leaves out (the last, shorter call's and the final one-token call's step rounding) is one
-256-row step of those caches, added to every line. Chunked-attention caches (Llama 4) hold rows that
-cycle with ``kL``; no line bounds them, so those profiles answer exactly (memoized).
+A request's answer is the maximum of the calls it makes (minus the prefix's cache it held before): never
+below ``prefill_peak`` (every history's worst is in the bound), never negative, and non-decreasing in
+the prompt length. CUDA (graph-commit boundaries move with the offset), chunked attention (rows cycle) and a
+``bound`` basis answer the exact model (memoized).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from bisect import bisect_left
 from functools import lru_cache
 
-from ..dtypes import DTYPE_BYTES
 from ..errors import UnsupportedError
 from ..kv.bytes import kv_report
 from ..kv.replay import STEP
 from ..registry.profile import Profile
-from . import executor
+from .fast_lines import CallModel, Pieces
 from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
-from .ops.recurrent import state_snapshot_bytes
-from .prefill import Request, _call_peak, _pinned, prefill_peak
-from .replay import KV_SCALED_KINDS, EntryState, scale_up
+from .prefill import Request, prefill_peak
+from .replay import scaled_total
 
-_GROWING = ("full", "latent", "indexer")  # KVCache: capacity in 256-row steps
 _EXACT = object()  # marks a chunk size answered by the exact path (CUDA, chunked attention)
+_MEMO = 1 << 16  # requests remembered by peak()
 
 
-@dataclass(frozen=True)
-class Lines:
-    """peak over held-before for a full chunk attending to kL keys = max_i(a_i + b_i * kL), kL >= kl_min."""
+class _Chunk:
+    """The bounds of one chunk size: per query bucket, the cumulative bound of a call of at most that many
+    queries (``calls``, over the offset; ``full``: the chunk's own), the last token's, the fresh first call's
+    grid (built on the first request without a prefix); ``lower``: a lower bound of a full chunk call."""
 
-    kl_min: int
-    lines: tuple[tuple[int, int], ...]  # (a * den, b): value = ceil((a * den + b * kL) / den)
-    den: int
-    beyond: tuple[tuple[int, int], ...] = ()  # the same call over what it held before (no request margin)
+    __slots__ = ("tops", "calls", "beyond", "last", "last_beyond", "lower", "full", "add_full", "model", "grid",
+                 "grid_v", "one", "slack", "ltops", "lasts")
+
+    def __init__(self, model, tops, calls, beyond, last, last_beyond, lower, add_full):
+        self.model = model
+        self.tops = tops
+        self.calls = calls
+        self.beyond = beyond
+        self.last = last
+        self.last_beyond = last_beyond
+        self.lower = lower
+        self.full = calls[-1]
+        self.add_full = add_full
+        self.grid = self.grid_v = None
+        self.one = 0
+        self.slack = model.slack
 
 
 class FastPeak:
-    """Per-profile, per-backend, per-chunk coefficients (``Lines``) plus a memo for short prompts.
+    """Per-profile, per-backend bounds, built once per chunk size (``_Chunk``).
 
     ``kv_scale``: bytes of the full-attention caches (full, latent, indexer) per activation-width byte --
     below 1 for a fractional KV width (oMLX's TurboQuant), above 1 for caches stored wider than the
@@ -71,7 +75,8 @@ class FastPeak:
         self.kv_scale = float(kv_scale)
         self.routes = KernelRoutes.for_backend(backend, mlx_version)
         self._tiled_gen = tiled_state()[0]
-        self._lines: dict[int, Lines | object] = {}
+        self._chunks: dict[tuple[int, bool], _Chunk | object] = {}
+        self._memo: dict[tuple[int, int, int], int] = {}  # peak() per request
         self._exact = lru_cache(maxsize=4096)(self._exact_uncached)
         self._prefix = lru_cache(maxsize=1024)(self._prefix_uncached)
         from .basis import MEASURED, basis_for
@@ -86,103 +91,172 @@ class FastPeak:
                                                                   if self._worst else None)
         # no line holds for: CUDA (graph-commit boundaries move with kL), chunked attention (rows cycle with
         # kL), a ``bound`` basis's worst-case items (peak/basis.py). A ``derived`` basis on Metal is the op
-        # model over a longer window: its positions are lines too (``_sums``).
+        # model over a longer window: its positions are lines too.
         self._always_exact = (self.routes.executor.graph_commit is not None or self._worst == "bound" or any(
             e.kind == "chunked" for lt in profile.layer_types.values() for e in lt.entries))
+
+    @property
+    def exact_only(self) -> bool:
+        """True where every answer is the exact model (no bound holds: CUDA, chunked attention, ``bound``)."""
+        return self._always_exact
 
     # -- public -------------------------------------------------------------------------------------
     def peak(self, new_tokens: int, chunk: int, cached: int = 0) -> int:
         """Prefill peak over what was held before the prompt (bytes): never below ``prefill_peak`` of the
-        same request, never negative. The hot path (oMLX's admission guard calls it per request): a dict
-        look-up and a few integer operations once the chunk size's lines exist; everything else goes
-        through ``_peak``. Arguments are counts (``new_tokens >= 0``, ``chunk >= 1``, ``cached >= 0``);
-        callers validate them."""
-        L = self._lines.get(chunk)
-        if L is None or L is _EXACT or new_tokens <= chunk or _TILED_VERSION[0] != self._tiled_gen:
-            return self._peak(new_tokens, chunk, cached)
-        kl = cached + new_tokens - 1
-        if kl < L.kl_min:
-            return self._peak(new_tokens, chunk, cached)
-        lines = L.lines
-        best = lines[0][0] + lines[0][1] * kl
-        for a, b in lines[1:]:
-            v = a + b * kl
-            if v > best:
-                best = v
-        return -(-best // L.den) - self._prefix(cached, chunk) if cached else -(-best // L.den)
-
-    def _peak(self, new_tokens: int, chunk: int, cached: int) -> int:
+        same request, never negative, non-decreasing in ``new_tokens``. The hot path (oMLX's admission
+        guard calls it per request): a dict look-up and a few float operations once the chunk size's bounds
+        exist. Arguments are counts (``new_tokens >= 0``, ``chunk >= 1``, ``cached >= 0``); callers
+        validate them."""
+        key = (new_tokens, chunk, cached)
+        v = self._memo.get(key)
+        if v is not None and _TILED_VERSION[0] == self._tiled_gen:
+            return v  # an engine sees the same lengths again: a dict look-up
         if new_tokens <= 0:
             return 0
+        if cached and new_tokens <= chunk:
+            # a prompt shorter than a chunk after a prefix (a follow-up turn): one call and the last token,
+            # replayed exactly (memoized). Its bound (``total_bound``) charges every layer's cache copy in the
+            # one-token calls, up to 10x the exact peak for a few tokens: too coarse to report as the number
+            v = self._exact(new_tokens, chunk, cached)
+            self._memo[key] = v
+            return v
+        c = self._chunks.get((chunk, not cached))
+        if c is None or c is _EXACT or _TILED_VERSION[0] != self._tiled_gen:
+            c = self._chunk(chunk, not cached)
+            if c is _EXACT:
+                return self._exact(new_tokens, chunk, cached)
+        v = self._total(c, new_tokens, chunk, cached)
+        if cached:
+            v -= self._prefix(cached, chunk)
+        if v < 0:
+            v = 0
+        if len(self._memo) >= _MEMO:
+            self._memo.clear()
+        self._memo[key] = v
+        return v
+
+    def total_bound(self, new_tokens: int, chunk: int, cached: int = 0) -> int | None:
+        """An upper bound of ``held before + peak`` (the prefix's cache included), or ``None`` where the
+        answer is the exact model (``exact_only``)."""
+        c = self._chunks.get((chunk, not cached))
+        if c is None or c is _EXACT or _TILED_VERSION[0] != self._tiled_gen:
+            c = self._chunk(chunk, not cached)
+            if c is _EXACT:
+                return None
+        return self._total(c, new_tokens, chunk, cached)
+
+    def total_lower(self, new_tokens: int, chunk: int, cached: int = 0) -> int | None:
+        """A lower bound of ``held before + peak``, or ``None`` (no full chunk call after the first)."""
+        c = self._chunks.get((chunk, not cached))
+        if c is None or c is _EXACT or _TILED_VERSION[0] != self._tiled_gen:
+            c = self._chunk(chunk, not cached)
+            if c is _EXACT:
+                return None
+        k = (new_tokens - 1) // chunk
+        if k < 2 and not cached or k < 1 or chunk < 2:
+            return None
+        if c.lower is None:  # built on the first use (the oMLX facade never asks)
+            c.lower = c.model.pieces(chunk, chunk, "lower")[0]
+        return c.lower.at(cached + chunk * (k - 1))
+
+    def _total(self, c: _Chunk, new: int, S: int, cached: int) -> int:
+        k, r = divmod(new - 1, S)
+        if not cached:
+            if c.grid is None:
+                self._fresh_grid(c, S)
+            if new == 1:
+                return c.one
+            v = c.lasts[bisect_left(c.ltops, r or S)].at(new - 1)  # the last token: its own call
+            f = _chord(c.grid, c.grid_v, S if k else r, c.slack)  # the first call, on fresh caches
+            if f > v:
+                v = f
+            if k > 1 or (k and r):
+                f = c.full.at(S * (k - 1)) if k > 1 else 0
+                if f > v:
+                    v = f
+            if r and k:
+                f = c.calls[_bucket(c.tops, r)].at(S * k)
+                if f > v:
+                    v = f
+            return v
+        if not k and r:  # a prompt shorter than a chunk after a prefix: its call follows one token
+            c = self._chunks.get((S, 2)) or self._chunk(S, 2)
+        v = c.lasts[bisect_left(c.ltops, r or (S if k else 1))].at(cached + new - 1)  # the last token
+        if k:
+            f = c.full.at(cached + S * (k - 1))
+            if f > v:
+                v = f
+        if r:
+            f = c.calls[_bucket(c.tops, r)].at(cached + S * k)
+            if f > v:
+                v = f
+        return v
+
+    def _fresh_grid(self, c: _Chunk, S: int) -> None:
+        """The first call of a prompt without a prefix (fresh caches: routes and masks of their own), from the
+        exact model at grid query counts: every 256-row step's first and last count, and both sides of every
+        threshold (kernel table, sliding windows, item-structure changes). Between two grid points each
+        window position's bytes are a convex function of the count (activations linear, scores and masks
+        quadratic), so the window maximum is too and the chord is above it."""
+        m = c.model
+        pts = {1, S}
+        j = STEP
+        while j < S:  # a step's last count and the next one's first (the growth steps up between them)
+            pts.update((j, j + 1))
+            j += STEP
+        for t in m.kv_thresholds():  # a route from kv >= t: q = t - 1 and t sit on both sides
+            pts.update((t - 1, t))
+        for t in m.windows() | m.changes:  # a mask past the window; the last count of a route or item layout
+            pts.update((t, t + 1))
+        grid = sorted(x for x in pts if 1 <= x <= S)
+        vals = []
+        for q in grid:
+            v = self._exact(q + 1, q, 0)  # a fresh call of q queries, then the last token
+            vals.append(v if not vals or v > vals[-1] else vals[-1])
+        c.one = self._exact(1, S, 0)  # a one-token prompt: one fresh call, the last
+        c.grid_v = vals
+        c.grid = grid
+
+    def _chunk(self, chunk: int, fresh: bool):
         if self._unknown:
             raise UnsupportedError(self._unknown)
         if _TILED_VERSION[0] != self._tiled_gen:  # a tiled kernel was (un)registered: recompute
-            self._lines.clear()
+            self._chunks.clear()
+            self._memo.clear()
             self._exact.cache_clear()
             self._tiled_gen = tiled_state()[0]
-        L = self._lines.get(chunk)
-        if L is None:
-            L = self._lines[chunk] = _EXACT if self._always_exact else self._build(chunk)
-        if L is _EXACT:
-            # CUDA: the live set follows graph-commit boundaries, which move with kL; chunked attention:
-            # rows cycle with kL. No line holds: answer exactly (memoized). Not rounded to a coarser
-            # prompt length: the exact CUDA peak is not monotone in it (a shorter prompt's last calls can
-            # peak higher: the first block a one-token call allocates, the graph-commit alignment)
-            return self._exact(new_tokens, chunk, cached)
-        if new_tokens <= chunk:  # one call (and the last token): exact, memoized
-            return self._exact(new_tokens, chunk, cached)
-        kl = cached + new_tokens - 1
-        lines = L.lines
-        best = max(a + b * kl for a, b in lines)
-        v = -(-best // L.den) - self._prefix(cached, chunk) if cached else -(-best // L.den)
-        if kl < L.kl_min:
-            # below the sampled range (sliding windows still filling): the lines still bound the call from
-            # above (every term they extrapolate only grows with kL), and the exact model of this very
-            # request is taken too, so the answer is never below it; taking the lines keeps it monotone
-            e = self._exact(new_tokens, chunk, cached)
-            return e if e > v else v
-        return v
+        # fresh: without a prefix the capacity phases are the chunk's own (``cycle_reach``); 2: after a prefix,
+        # a prompt shorter than a chunk (its calls follow the prefix's last token)
+        key = (chunk, fresh)
+        c = self._chunks.get(key)
+        if c is None:
+            c = self._chunks[key] = _EXACT if self._always_exact else self._build(chunk, fresh)
+        return c
 
     def chunk_transient(self, n: int, kv_len: int) -> int:
         """What ONE call of ``n`` queries over ``kv_len`` keys allocates beyond the caches it held before
-        (bytes; never negative, never below the exact model of that call after a prefix fed in chunks of
-        ``n``): the rows it adds, the old buffers a growing cache copies, the activations in flight. The
-        caches' history is unknown to the caller (oMLX's throttle picks chunk sizes as it goes), so the
-        call is taken in the worst capacity phase -- it grows the cache -- and never below a fresh
-        cache's first call, which also makes the answer grow with ``kv_len`` (CPU / Metal; CUDA answers
-        the exact model of that history, which does not always grow with ``kv_len``)."""
+        (bytes; never negative, never below the exact model of that call -- and of the last token after
+        it -- after a prefix fed in chunks of ``n``): the rows it adds, the old buffers a growing cache
+        copies, the activations in flight. The call is taken in the worst capacity phase and never below a
+        fresh cache's first call, which also makes the answer grow with ``kv_len`` (CPU / Metal; CUDA
+        answers the exact model of that history, which does not always grow with ``kv_len``)."""
         if n <= 0:
             return 0
         if self._unknown:
             raise UnsupportedError(self._unknown)
         kv = kv_len if kv_len > n else n
         cached = kv - n
-        if _TILED_VERSION[0] != self._tiled_gen:
-            self._lines.clear()
-            self._exact.cache_clear()
-            self._tiled_gen = tiled_state()[0]
-        L = self._lines.get(n)
-        if L is None:
-            L = self._lines[n] = _EXACT if self._always_exact else self._build(n)
+        c = self._chunk(n, False)
         first = self._exact(n + 1, n, 0)  # a fresh cache's first call: its first blocks (every cache kind)
-        if L is _EXACT:
+        if c is _EXACT:
             e = self._exact(n + 1, n, cached)
             return e if e > first else first
-        lines = L.beyond
-        best = lines[0][0] + lines[0][1] * kv
-        for a, b in lines[1:]:
-            v = a + b * kv
-            if v > best:
-                best = v
-        v = -(-best // L.den)
-        if kv < L.kl_min:
-            # below the sampled range the lines are extrapolated: also take the exact model of this call,
-            # so the answer is never below it
-            e = self._exact(n + 1, n, cached)
-            if e > v:
-                v = e
-        # never below a fresh cache's first call either (it allocates the first block of every cache,
-        # sliding ones too, which a later call in the worst phase may not): the answer grows with kv_len
+        if not cached:
+            return first
+        v = c.beyond[-1].at(cached)
+        w = c.add_full + c.last_beyond.at(cached + n)  # the last token after it, over the same prefix
+        if w > v:
+            v = w
         return v if v > first else first
 
     # -- internals ----------------------------------------------------------------------------------
@@ -198,149 +272,50 @@ class FastPeak:
         if self.kv_scale == 1.0:
             return rep.total
         # the same rounding as prefill_peak's (the prefix is subtracted: rounded the same way, never more)
-        return _scaled_total(self.profile, rep, self.kv_scale)
+        return scaled_total(self.profile, rep, self.kv_scale)
 
-    def _step_row_bytes(self) -> int:
-        """Bytes of one row of every growing cache (all layers): what one 256-row step is made of."""
-        p = self.profile
-        act = DTYPE_BYTES[self.dtype]
-        per = sum(e.row_elements for n in p.layer_names for e in p.layer_types[n].entries if e.kind in _GROWING)
-        return scale_up(per * act, self.kv_scale)
-
-    def _build(self, chunk: int) -> Lines:
-        p = self.profile
-        S = -(-chunk // STEP) * STEP if chunk % STEP else chunk
-        wins = [e.window for lt in p.layer_types.values() for e in lt.entries if e.kind == "sliding"]
-        chunks = [e.chunk for lt in p.layer_types.values() for e in lt.entries if e.kind == "chunked"]
-        sat = max(wins + chunks + [0]) + 2 * S + 2 * STEP
-        # sample where the call's offset (kL - chunk) is a multiple of 256: a growing call there does not
-        # trim, so the capacity it starts from can sit the furthest past the offset (the worst phase)
-        k1 = -(-max(sat, 4 * S) // STEP) * STEP + chunk
-        k2 = k1 + 16 * STEP
-        w1, h1 = self._sums(chunk, k1)
-        w2, h2 = self._sums(chunk, k2)
-        den = k2 - k1
-        margin = STEP * self._step_row_bytes()  # the shorter last call's / final token's step rounding
-
-        def fit(shift1: int, shift2: int) -> tuple[tuple[int, int], ...]:
-            lines = []
-            # one set of window positions per window the call slid (the op model's; with a derived basis
-            # also the whole run-ahead window's, whose larger value is the answer)
-            for s1, s2 in zip(w1, w2):
-                for pos in s1:
-                    v1, v2 = s1[pos] + shift1, s2.get(pos, s1[pos]) + shift2
-                    b = v2 - v1  # per (k2 - k1) keys
-                    a = v1 - b * k1 / den
-                    lines.append((a, b))
-            # exact integers, rounded up so the lines never fall below the sampled points
-            ilines = {(int(-(-a // 1)) + 1, int(-(-b // 1))) for a, b in lines}
-            return tuple((a * den, b) for a, b in _envelope(sorted(ilines), k1, den))
-
-        return Lines(k1, fit(margin, margin), den, beyond=fit(-h1, -h2))
-
-    def _sums(self, chunk: int, kl: int) -> tuple[list[dict[float, int]], int]:
-        """Every window position's total (held + growth + pinned + window) for a full chunk ending at kl, per
-        window slid (one; two with a ``derived`` basis), and the held part of it (what the caches held
-        before the call, in the worst phase)."""
-        p = self.profile
-        act = DTYPE_BYTES[self.dtype]
-        S = chunk
-        off = kl - S
-        # replay a generate-style history up to ``off`` so held/old rows are exact for this offset
-        states = {name: [EntryState(e) for e in lt.entries] for name, lt in p.layer_types.items()}
-        counts: dict[str, int] = {}
-        for n in p.layer_names:
-            counts[n] = counts.get(n, 0) + 1
-        # the shorter call first, then whole chunks: the call sampled follows a full chunk, as every full
-        # chunk of a request after its first does. A sliding cache holds ``window - 1`` rows plus the
-        # PREVIOUS call's rows, so a history that ended on the shorter call sampled fewer sliding rows than a
-        # request holds and the line passed below it (gemma-3-4b, metal, chunk 265 after 4,975 cached: 255 B
-        # under at 531 new tokens, 645 KB under at 5,295 cached)
-        calls = ([off % S] if off % S else []) + [S] * (off // S)
-        for s in calls:
-            for sts in states.values():
-                for st in sts:
-                    st.step(s)
-        # the worst phase of every growing cache: the call grows (offset + S > capacity) from a capacity
-        # min(S, 256) - 1 rows past the offset (the most a growing call can start from), no trim (the offset
-        # is a multiple of 256): it then holds, adds and copies the most it can at this kL
-        # (a chunk that is a multiple of 256 leaves no such phase once the prompt's first call has run: every
-        # later call starts from capacity == offset, which the replay above already reproduces)
-        if S % STEP:
-            for sts in states.values():
-                for st in sts:
-                    if st.e.kind in _GROWING and st.cap:
-                        st.cap = st.off + min(S, STEP) - 1
-        held = 0
-        held_kv = 0
-        for name, sts in states.items():
-            for st in sts:
-                e = st.e
-                if e.kind == "state":
-                    held += counts[name] * e.state_bytes(act)
-                    held += counts[name] * state_snapshot_bytes(p, p.layer_types[name], e, S, act)
-                elif e.kind in KV_SCALED_KINDS:
-                    held_kv += counts[name] * st.rows() * e.row_elements * act
-                elif e.kind != "none":
-                    held += counts[name] * st.rows() * e.row_elements * act
-        steps = {name: tuple(st.step(S) for st in sts) for name, sts in states.items()}
-        growth = 0
-        growth_kv = 0
-        for name, sts in states.items():
-            for st, stp in zip(sts, steps[name]):
-                if st.e.kind not in ("state", "none"):
-                    add = counts[name] * max(0, stp.new_rows - stp.old_rows) * st.e.row_elements * act
-                    if st.e.kind in KV_SCALED_KINDS:
-                        growth_kv += add
-                    else:
-                        growth += add
-        held += scale_up(held_kv, self.kv_scale)
-        growth += scale_up(growth_kv, self.kv_scale)
-        executor._ALL_SUMS = []
-        try:
-            _, tiled = tiled_state()
-            _call_peak(p, 1, S, off, steps, self.routes, tiled, self.dtype, act, self.nax,
-                       self.routes.executor.window_for(S), last=False, kv_before=held, snap_before=0,
-                       growth=growth, direct=False, worst=self._worst)
-            all_sums = list(executor._ALL_SUMS)
-        finally:
-            executor._ALL_SUMS = None
-        pinned = sum(_pinned(p, steps, S, act).values())
-        base = held + growth + pinned
-        return [{pos: int(-(-v // 1)) + base for pos, v in sums.items()} for sums in all_sums], held
+    def _build(self, S: int, fresh) -> _Chunk:
+        """Every bound of chunk size ``S`` (``fresh`` True: for prompts without a cached prefix, whose capacity
+        phases are known; 2: for prompts shorter than a chunk after a prefix)."""
+        m = CallModel(self.profile, self.routes, tiled_state()[1], self.dtype, self.nax, self._worst, self.kv_scale,
+                      fresh_history=fresh is True, prev_one=fresh == 2)
+        tops = m.q_tops(S)
+        calls, beyond = [], []
+        cum = cumb = None
+        prev = 0
+        for Q in tops:
+            t, b = m.pieces(Q, S, "one" if Q == 1 else "upper", q_min=prev + 1)
+            prev = Q
+            cum = t if cum is None else cum.merged(t)
+            cumb = b if cumb is None else cumb.merged(b)
+            calls.append(cum)
+            beyond.append(cumb)
+        # the last token, per bucket of the call before it (a sliding cache holds window - 1 rows plus that
+        # call's): one token (a prompt of one new token after a prefix), the shorter call, or a chunk
+        lasts, last_b = [], []
+        cum = cumb = None
+        ltops = sorted({1, S} | {4 ** j for j in range(1, 8) if 4 ** j < S})
+        for P in ltops:
+            t, b = m.pieces(P, S, "last")
+            cum = t if cum is None else cum.merged(t)
+            cumb = b if cumb is None else cumb.merged(b)
+            lasts.append(cum)
+            last_b.append(cumb)
+        c = _Chunk(m, tops, calls, beyond, lasts[-1], last_b[-1], None, m.add_bytes(S))
+        c.ltops, c.lasts = ltops, lasts
+        return c
 
 
-def _scaled_total(profile: Profile, rep, kv_scale: float) -> int:
-    """A ``kv_report`` total with the full-attention caches at ``kv_scale`` of their width (rounded up
-    once, as ``prefill_peak`` rounds its held bytes)."""
-    other = kv = 0
-    for lb in rep.layers:
-        for e, x in zip(profile.layer_types[lb.kind].entries, lb.entries):
-            if e.kind in KV_SCALED_KINDS:
-                kv += x.nbytes
-            else:
-                other += x.nbytes
-    return other + scale_up(kv, kv_scale)
+def _chord(grid: list[int], vals: list[int], q: int, slack: int) -> int:
+    """The grid's value at ``q``, or the chord between the grid points around it (plus the rounding slack)."""
+    i = bisect_left(grid, q)
+    if grid[i] == q:
+        return vals[i]
+    a, b = grid[i - 1], grid[i]
+    va, vb = vals[i - 1], vals[i]
+    return va + -(-(vb - va) * (q - a) // (b - a)) + slack
 
 
-def _envelope(lines: list[tuple[int, int]], x0: int, den: int, x1: int = 1 << 24) -> list[tuple[int, int]]:
-    """The lines (a, b) [value a + b*x/den] that are the maximum somewhere on [x0, x1] (upper envelope)."""
-    lines = sorted(set(lines), key=lambda ab: (ab[1], ab[0]))
-    # one line per slope: the highest
-    by_slope: dict[int, int] = {}
-    for a, b in lines:
-        by_slope[b] = max(a, by_slope.get(b, a))
-    cand = sorted((a, b) for b, a in by_slope.items())
-    xs = {x0, x1}
-    for i in range(len(cand)):
-        for j in range(i + 1, len(cand)):
-            (a1, b1), (a2, b2) = cand[i], cand[j]
-            if b1 != b2:
-                x = (a2 - a1) * den / (b1 - b2)
-                if x0 < x < x1:
-                    xs.add(int(x))
-                    xs.add(int(x) + 1)
-    keep = set()
-    for x in xs:
-        keep.add(max(cand, key=lambda ab: ab[0] * den + ab[1] * x))
-    return sorted(keep, key=lambda ab: -(ab[0] * den + ab[1] * x0))
+def _bucket(tops: list[int], r: int) -> int:
+    """Index of the smallest bucket top >= r."""
+    return bisect_left(tops, r)

@@ -1,0 +1,447 @@
+"""Piecewise-linear upper (and lower) bounds of one prefill call's peak, as a function of the call's offset.
+
+``peak.fast`` answers a request from these without replaying it. One call of ``q`` queries at offset ``off``
+(tokens already in the cache) holds the caches, adds rows and runs its ops over the executor window; every
+term is linear in ``off`` once the call's *layout* is fixed: the kernel routes (which change at kv-length
+thresholds of the kernel table), the sliding caches' rows (which saturate at the window) and each cache
+update's shape (copy into a grown buffer, or in place). So a bound is linear on each piece between those
+breakpoints, and two samples per piece give it exactly: one line per executor-window position, whose upper
+envelope is the call's window maximum.
+
+What a request's history leaves unknown is taken at its worst, so the line bounds every history:
+
+* a growing ``KVCache`` holds at most ``max(256 * ceil(S / 256), 256) - 1`` rows past the offset (``R``; a
+  call grows only from fewer than ``q`` rows past it, then holds ``< 256 * ceil(q / 256)`` past the new
+  offset), and the call's copy of the old buffer is charged at that capacity;
+* a sliding cache holds at most ``min(off + 255, window - 1 + S)`` rows (a one-token call grows the buffer
+  up to 255 rows ahead; a multi-token call keeps ``window - 1`` rows plus the call's own);
+* the cache update's layout: a copy (6 ops, the old buffer's bytes) or in place (2 ops, nothing). The window
+  maximum never falls when an item takes fewer executor slots or more bytes (every window of the wider
+  layout maps into one of the narrower), so the update is charged with the copy's bytes in the in-place
+  op count: one layout bounds both (``_contract``). The lower bound does the reverse.
+
+The call's query count enters through buckets (a call of ``q <= Q`` queries is charged as ``Q``, within the
+same route: bucket tops include every query-length threshold of the kernel table).
+"""
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import replace
+from functools import lru_cache
+
+from ..dtypes import DTYPE_BYTES
+from ..kv.replay import STEP, kv_advance
+from ..registry.profile import Profile
+from . import executor
+from .ops.items import EntryStep
+from .ops.recurrent import state_snapshot_bytes
+from .call import call_window, items_of_call, pinned_bytes, run_ahead_ops
+from .replay import KV_SCALED_KINDS, scale_up
+
+GROWING = ("full", "latent", "indexer")  # KVCache: capacity in 256-row steps
+FAR = 1 << 16  # the second sample of an unbounded piece: this many tokens past its start
+INF = float("inf")
+
+
+class Pieces:
+    """A piecewise-linear function of the offset: ``starts[i]`` opens piece ``i``, whose value is the
+    maximum of its lines ``a + b * off`` (floats; the answer is rounded up). Non-decreasing in ``off`` by
+    construction (``_monotone``)."""
+
+    __slots__ = ("starts", "lines")
+
+    def __init__(self, starts: list[int], lines: list[tuple[tuple[float, float], ...]]):
+        self.starts = starts
+        self.lines = lines
+
+    def at(self, off: int) -> int:
+        i = bisect_right(self.starts, off) - 1
+        lines = self.lines[i if i > 0 else 0]
+        a, b = lines[0]
+        best = a + b * off
+        for a, b in lines[1:]:
+            v = a + b * off
+            if v > best:
+                best = v
+        i = int(best)
+        return i if i >= best else i + 1
+
+    def merged(self, other: "Pieces") -> "Pieces":
+        """The maximum of two piecewise functions (on the union of their breakpoints)."""
+        starts = sorted(set(self.starts) | set(other.starts))
+        out = []
+        for k, s in enumerate(starts):
+            hi = starts[k + 1] - 1 if k + 1 < len(starts) else INF
+            ls = self.lines[max(0, bisect_right(self.starts, s) - 1)] + other.lines[max(0, bisect_right(other.starts, s) - 1)]
+            out.append(_hull(ls, s, hi))
+        return _monotone(Pieces(starts, out))
+
+
+def _hull(lines, lo: int, hi: int) -> tuple[tuple[float, float], ...]:
+    """The lines that are the maximum somewhere on [lo, hi] (upper envelope), highest at ``lo`` first."""
+    best: dict[float, float] = {}
+    for a, b in lines:
+        if a > best.get(b, float("-inf")):
+            best[b] = a
+    hull: list[tuple[float, float]] = []  # (b, a) by increasing slope: the upper envelope over all x
+    for b, a in sorted(best.items()):
+        while len(hull) >= 2:
+            (b1, a1), (b2, a2) = hull[-2], hull[-1]
+            # hull[-1] is never the maximum if the new line overtakes hull[-2] no later than hull[-1] does
+            if (a1 - a) * (b2 - b1) <= (a1 - a2) * (b - b1):
+                hull.pop()
+            else:
+                break
+        hull.append((b, a))
+    keep = []
+    for i, (b, a) in enumerate(hull):
+        x_from = (hull[i - 1][1] - a) / (b - hull[i - 1][0]) if i else float("-inf")
+        x_to = (a - hull[i + 1][1]) / (hull[i + 1][0] - b) if i + 1 < len(hull) else float("inf")
+        if x_to >= lo and x_from <= hi:
+            keep.append((a, b))
+    keep.sort(key=lambda ab: -(ab[0] + ab[1] * lo))
+    return tuple(keep)
+
+
+def _monotone(pc: Pieces) -> Pieces:
+    """Never lower than at an earlier offset: a line of negative slope becomes flat at its value where its
+    piece opens, and every piece also carries the previous piece's value at its end."""
+    out = []
+    carry = None
+    for k, s in enumerate(pc.starts):
+        lines = [(a + b * s, 0.0) if b < 0 else (a, b) for a, b in pc.lines[k]]
+        if carry is not None:
+            lines.append((carry, 0.0))
+        hi = pc.starts[k + 1] - 1 if k + 1 < len(pc.starts) else INF
+        h = _hull(lines, s, hi)
+        out.append(h)
+        if hi != INF:
+            carry = max(a + b * hi for a, b in h)
+    return Pieces(list(pc.starts), out)
+
+
+def reach(S: int) -> int:
+    """The most rows a growing cache holds past the offset before a call, in a history of calls of at most
+    ``S`` tokens (the prefix's and the prompt's, each ending on one token): a call grows only from fewer
+    rows past the offset than it needs, so afterwards fewer than its own step remain (``< 256 * ceil(q /
+    256)``). With ``S`` a multiple of 256 a prefix leaves its capacity at ``256 * ceil(cached / 256)``
+    (``kv.replay.kv_capacity_fast``), the chunk calls keep it there or trim to the offset, and the shorter
+    call leaves at most 255: never more than 255."""
+    if S % STEP == 0:
+        return STEP - 1
+    return max(-(-S // STEP) * STEP, STEP) - 1
+
+
+@lru_cache(maxsize=256)
+def cycle_reach(S: int) -> int:
+    """The most rows a growing cache holds past the offset before any call of a prompt fed in chunks of
+    ``S`` from empty caches (the chunk calls, and the shorter call after them): the capacity phase
+    ``(capacity - offset, offset mod 256)`` repeats, so the replay stops at the first repeat."""
+    cap = off = 0
+    seen: set[tuple[int, int]] = set()
+    most = 0
+    while True:
+        state = (cap - off, off % STEP)
+        if state in seen:
+            return most
+        seen.add(state)
+        most = max(most, cap - off)
+        cap, off = kv_advance(cap, off, S, 1)
+
+
+class CallModel:
+    """Samples one call's total (held + added + pinned + window) for a profile, backend and history chunk."""
+
+    def __init__(self, profile: Profile, routes, tiled: dict, dtype: str, nax: bool, worst: str | None,
+                 kv_scale: float, fresh_history: bool = False, prev_one: bool = False):
+        self.fresh_history = fresh_history
+        self.prev_one = prev_one  # the calls follow a one-token call (a prompt shorter than a chunk after a prefix)
+        self.p = profile
+        self.routes = routes
+        self.tiled = tiled
+        self.dtype = dtype
+        self.act = DTYPE_BYTES[dtype]
+        self.nax = nax
+        self.worst = worst
+        self.kv_scale = kv_scale
+        self.counts: dict[str, int] = {}
+        for n in profile.layer_names:
+            self.counts[n] = self.counts.get(n, 0) + 1
+        # floor/ceil of every item's bytes: the line through two samples may sit this much below a third
+        self.slack = 64 + 64 * len(profile.layer_names)
+
+    def reach(self, S: int, last: bool = False) -> int:
+        """``reach(S)``; for a prompt without a cached prefix, the chunk calls' own capacity phases: the
+        history is then fixed (``cycle_reach``). The last token: any phase (``reach``)."""
+        if self.fresh_history and not last:
+            return cycle_reach(S)
+        return reach(S)
+
+    # -- breakpoints ---------------------------------------------------------------------------------
+    def windows(self) -> set[int]:
+        return {e.window for lt in self.p.layer_types.values() for e in lt.entries if e.kind == "sliding"}
+
+    def kv_thresholds(self, q: int | None = None) -> set[int]:
+        """Key counts where a route (or its tile) changes, for calls of ``q`` queries (``None``: any)."""
+        t: set[int] = set()
+        for r in self.routes.table.routes:
+            w = r.when
+            if q is not None and ((w.query_len_min and q < w.query_len_min) or (w.query_len_max and q > w.query_len_max)):
+                continue
+            if w.kv_len_min:
+                t.add(w.kv_len_min)
+            if r.kv_tile:
+                t.add(r.kv_tile)
+        if q is None or q > 1:
+            for min_kv, tile in self.tiled.values():
+                t.update((min_kv, tile))
+        mla = self.p.mla
+        if mla is not None and getattr(mla, "index_topk", None):
+            t.add(mla.index_topk + 1)  # DSA scores its keys past the top-k (ops/mla.py)
+        return t
+
+    def q_tops(self, S: int) -> list[int]:
+        """Query-count buckets for a history chunk ``S``: every route threshold on the query length, and
+        powers of 4 in between; ``S`` last."""
+        tops = {1, S - 1 if S > 1 else 1, S}  # the chunk's own bucket holds full calls only
+        gqas = {(self.p.num_heads or e.n_kv) // max(1, e.n_kv) for lt in self.p.layer_types.values()
+                for e in lt.entries if getattr(e, "n_kv", 0)}
+        for r in self.routes.table.routes:
+            w = r.when
+            if w.query_len_max:
+                tops.add(w.query_len_max)
+            if w.query_len_min and w.query_len_min > 1:
+                tops.add(w.query_len_min - 1)
+            if w.gqa_times_query_max:
+                for g in gqas | {1}:
+                    if g:
+                        tops.add(w.gqa_times_query_max // g)
+            if r.q_tile:
+                tops.add(r.q_tile)
+        for w in getattr(self.routes.executor, "inflight_ops_by_chunk", None) or ():
+            tops.add(w.chunk)
+        self.changes = set(self._split_layouts(S, sorted(t for t in tops if 1 <= t <= S)))
+        q = 4
+        while q < S:  # powers of 4 in between: a shorter call is charged at most 4x its queries
+            tops.add(q)
+            q *= 4
+        return sorted(self.changes | {t for t in tops if 1 <= t <= S})
+
+    def _layout(self, q: int, S: int) -> tuple:
+        """The call's item structure (what sets the window positions) at ``q`` queries."""
+        off = 4 * STEP + S
+        steps, _, _ = self._steps(q, S, off, "one" if q == 1 else "upper")
+        _, items = items_of_call(self.p, q, off, steps, self.routes, self.tiled, self.dtype, self.act, self.nax,
+                               last=False, direct=False, bound=self.worst == "bound")
+        return tuple((it.term, it.ops, it.views, it.carry_items, it.out < 0) for it in items)
+
+    def _split_layouts(self, S: int, tops: list[int]) -> list[int]:
+        """More bucket tops wherever the item structure changes with the query count inside a bucket (an op
+        the op model adds past a token count, e.g. the MoE's sorted gather): within a bucket the structure
+        is one, so a call of fewer queries is never above the bucket's (every item grows with them)."""
+        out: list[int] = []
+        prev = 0
+        for Q in tops:
+            lo = prev + 1
+            while lo < Q:
+                base = self._layout(lo, S)
+                if self._layout(Q, S) == base:
+                    break
+                a, b = lo, Q  # layout(a) == base != layout(b): find the first change
+                while b - a > 1:
+                    mid = (a + b) // 2
+                    if self._layout(mid, S) == base:
+                        a = mid
+                    else:
+                        b = mid
+                out.append(a)
+                lo = b
+            out.append(Q)
+            prev = Q
+        return out
+
+    def breaks(self, Q: int, S: int, mode: str) -> list[int]:
+        b = {1}
+        for W in self.windows():
+            if mode in ("upper", "fit"):
+                b.update((W - 256, W - 255, W - 256 + S))
+            elif mode in ("last", "one"):
+                b.update((W - 256 + (Q if mode == "last" else S), W - 1))
+            else:
+                b.add(W - 1)
+        sliding = bool(self.windows())
+        for t in self.kv_thresholds(1 if mode in ("last", "one") else Q):
+            if mode in ("last", "one"):
+                b.add(t - 1)
+                continue
+            b.add(t - Q)
+            if sliding:
+                b.add(t - Q - (0 if mode == "lower" else 255))
+        return sorted(x for x in b if x >= 1)
+
+    # -- one synthetic call --------------------------------------------------------------------------
+    def _steps(self, Q: int, S: int, off: int, mode: str) -> tuple[dict, int, int]:
+        """The call's cache steps in the bounding configuration, and two byte counts: what the caches hold
+        during the call at most (``hold``: held before + rows added), and what the call adds at most (``add``)."""
+        p, act = self.p, self.act
+        R = self.reach(S, mode in ("last", "one"))
+        G = -(-Q // STEP) * STEP
+        steps: dict = {}
+        hold = hold_kv = add = add_kv = 0
+        for name, lt in p.layer_types.items():
+            c = self.counts[name]
+            out = []
+            for e in lt.entries:
+                rb = e.row_elements * act * c
+                if e.kind == "none":
+                    out.append(EntryStep("none", 0, 0, 0))
+                elif e.kind == "state":
+                    out.append(EntryStep("state", 1, 1, 0))
+                    hold += c * e.state_bytes(act)
+                    if mode != "lower":  # the previous call's conv views (at most a chunk's)
+                        hold += c * state_snapshot_bytes(p, lt, e, S, act)
+                elif e.kind in GROWING:
+                    if mode == "lower":
+                        out.append(EntryStep(e.kind, off + Q, off + Q, off + Q))
+                        hk, ak = (off + Q) * rb, 0
+                    elif mode in ("last", "one"):
+                        old = off + R
+                        out.append(EntryStep(e.kind, old, old + STEP, off + 1, zero_rows=STEP))
+                        hk, ak = (off + R + 1) * rb, STEP * rb
+                    elif mode == "fit":  # the call fits in the capacity: in place, nothing added
+                        old = off + R
+                        out.append(EntryStep(e.kind, old, old, off + Q))
+                        hk, ak = old * rb, 0
+                    else:  # the call grows: from fewer than Q rows past the offset (and at most R)
+                        old = off + min(Q - 1, R)
+                        out.append(EntryStep(e.kind, old, old + G, off + Q, zero_rows=G))
+                        hk, ak = (old + G) * rb, G * rb
+                    if e.kind in KV_SCALED_KINDS:
+                        hold_kv += hk
+                        add_kv += ak
+                    else:
+                        hold += hk
+                        add += ak
+                elif e.kind == "sliding":
+                    W = e.window
+                    if mode == "lower":
+                        old = min(off, W - 1)
+                        out.append(EntryStep("sliding", old + Q, old + Q, old + Q))
+                        hold += (old + Q) * rb
+                    elif mode in ("last", "one"):
+                        # the previous call kept window - 1 rows plus its own: for the last token that call
+                        # has at most ``Q`` queries (the caller's bucket), else at most a chunk
+                        old = min(off + 255, W - 1 + (Q if mode == "last" else 1 if self.prev_one else S))
+                        out.append(EntryStep("sliding", old, old + STEP, min(off + 1, W), zero_rows=STEP))
+                        hold += (old + STEP) * rb
+                        add += STEP * rb
+                    else:  # the previous call: a chunk (window - 1 rows plus its own), or one token (<= window)
+                        old = min(off + 255, W if self.prev_one else W - 1 + S)
+                        keep = min(old, W - 1)
+                        out.append(EntryStep("sliding", old, keep + Q, keep + Q, trim_rows=keep))
+                        hold += max(old, keep + Q) * rb
+                        add += Q * rb
+                else:
+                    raise ValueError(f"no bound for a {e.kind} cache")  # chunked: answered exactly
+            steps[name] = tuple(out)
+        hold += scale_up(hold_kv, self.kv_scale)
+        add += scale_up(add_kv, self.kv_scale)
+        return steps, hold, add
+
+    def add_bytes(self, S: int) -> int:
+        """What a call of ``S`` queries adds to the caches at most (rows of every cache; no fresh state)."""
+        return self._steps(S, S, 1, "upper")[2]
+
+    def sample(self, Q: int, S: int, off: int, mode: str, contract: bool = True) -> tuple[list[dict], int, int]:
+        """Every executor-window position's bytes (per window slid) of the bounding call, plus its ``hold``
+        and ``add`` (``_steps``); ``pinned`` is in the window sums."""
+        steps, hold, add = self._steps(Q, S, off, mode)
+        last = mode == "last"
+        q = 1 if mode in ("last", "one") else Q
+        ctx, items = items_of_call(self.p, q, off, steps, self.routes, self.tiled, self.dtype, self.act, self.nax,
+                                 last=last, direct=False, bound=self.worst == "bound")
+        if contract:
+            items = [_contract(it, mode) for it in items]
+        all_sums: list[dict] = []
+        if self.worst:
+            run_ahead = run_ahead_ops(self.routes)
+            if run_ahead is not None:
+                executor.window_max(items, run_ahead, 1, 0, all_sums=all_sums)
+        call_window(items, self.routes.executor, q, self.act, all_sums)
+        pinned = sum(pinned_bytes(self.p, steps, q, self.act).values())
+        return [{pos: v + pinned for pos, v in s.items()} for s in all_sums], hold, add
+
+    def pieces(self, Q: int, S: int, mode: str, q_min: int = 1) -> tuple[Pieces, Pieces]:
+        """``_pieces`` of the call; a multi-token call that may either grow the caches or fit in them
+        (``self.reach(S) >= q_min``) is the maximum of both layouts."""
+        t, b = self._pieces(Q, S, mode)
+        if mode == "upper" and self.reach(S) >= q_min:
+            t2, b2 = self._pieces(Q, S, "fit")
+            t, b = t.merged(t2), b.merged(b2)
+        return t, b
+
+    def _pieces(self, Q: int, S: int, mode: str) -> tuple[Pieces, Pieces]:
+        """(held + peak, added + peak) of the call as ``Pieces`` over the offset. Between the breakpoints
+        (``breaks``) a piece whose window layout still changes (an item that appears past a kv length the
+        op model sets, e.g. DSA's indexer top-k) is split where it changes (bisection on the offset)."""
+        # one token: a growing cache may grow or not, a sliding one rotate in place or not: one item bounds
+        # both layouts of every update (``_contract``); the lower bound always takes the copy's slots
+        contract = mode in ("lower", "last", "one")
+        memo: dict[int, tuple] = {}
+
+        def at(off: int):
+            r = memo.get(off)
+            if r is None:
+                r = memo[off] = self.sample(Q, S, off, mode, contract)
+            return r
+
+        def layout(r) -> tuple:
+            return tuple(frozenset(x) for x in r[0])
+
+        segs: list[tuple[int, int]] = []
+
+        def split(lo: int, hi: int) -> None:
+            if hi <= lo or layout(at(lo)) == layout(at(hi)):
+                segs.append((lo, hi))
+                return
+            mid = (lo + hi) // 2
+            split(lo, mid)
+            split(mid + 1, hi)
+
+        br = self.breaks(Q, S, mode)
+        for k, lo in enumerate(br):
+            split(lo, br[k + 1] - 1 if k + 1 < len(br) else lo + FAR)
+        lower = mode == "lower"
+        tot, beyond = [], []
+        last_hi = segs[-1][1]
+        for lo, hi in segs:
+            (s1, h1, d1), (s2, h2, d2) = at(lo), at(hi)
+            lt, lb = [], []
+            span = hi - lo
+            for x, y in zip(s1, s2):
+                for pos, v1 in x.items():
+                    v2 = y[pos]
+                    for out, e1, e2 in ((lt, h1, h2), (lb, d1, d2)):
+                        a1, a2 = v1 + e1, v2 + e2
+                        b = (a2 - a1) / span if span else 0.0
+                        a = a1 - b * lo
+                        out.append((a - self.slack, b) if lower else (a + self.slack, b))
+            # lower: each position's line is below its window, and the maximum is above every window. The
+            # last piece has no end: a line that only takes over past the samples is kept
+            end = INF if hi == last_hi else hi
+            tot.append(_hull(lt, lo, end))
+            beyond.append(_hull(lb, lo, end))
+        starts = [lo for lo, _ in segs]
+        if lower:
+            return Pieces(starts, tot), Pieces(starts, beyond)
+        return _monotone(Pieces(starts, tot)), _monotone(Pieces(starts, beyond))
+
+
+def _contract(it, mode: str):
+    """A cache update in the layout that bounds both: the copy's bytes in the in-place op count (upper), or
+    nothing in the copy's op count (lower)."""
+    if it.term != "kv_update_copy":
+        return it
+    if mode == "lower":
+        return replace(it, bytes=0, ops=max(it.ops, 6), out=0)
+    return replace(it, ops=min(it.ops, 2))
