@@ -33,9 +33,10 @@ demo: install
 ## make test: installs the mlx + test extras and runs the whole suite (CPU backend on Linux), one
 ## pytest-xdist worker per core (TEST_JOBS=0: one process). --dist loadgroup: tests marked with the same
 ## xdist_group (they share an expensive module-scoped setup) run on one worker; the rest are spread.
+## --durations: the slowest tests are printed, so CI time (budget: ~15 min on 2 cores) is watched.
 TEST_JOBS ?= logical
 test: install-test
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
 
 schema: install
 	$(BIN)/omlx-profiles schema --write

@@ -8,7 +8,6 @@ from math import ceil
 from .ops.items import Item
 
 
-_ALL_SUMS: list | None = None  # set by peak.fast to collect every window position's sum
 
 
 class _Live:
@@ -79,7 +78,7 @@ def window_max(items: list[Item], window: int, op_weight: int = 1, view_weight: 
     The sum is piecewise linear in the window's position between item boundaries, so the maximum has an
     edge on a boundary: every boundary is tried as the window's start and as its end. Returns the max and
     the per-term bytes of that window. ``all_sums``: when given, the ``{window start: bytes}`` of every
-    position tried is appended to it (the fast path builds its envelope from them).
+    position tried is appended to it (the fast path builds its envelope from them; passed in, never a global).
     """
     if not items:
         return 0, {}
@@ -98,8 +97,6 @@ def window_max(items: list[Item], window: int, op_weight: int = 1, view_weight: 
                 best, best_lo = v, lo
     if all_sums is not None:
         all_sums.append(sums)
-    if _ALL_SUMS is not None:
-        _ALL_SUMS.append(sums)
     out = live.terms(best_lo, best_lo + w)
     return sum(out.values()), out
 

@@ -29,7 +29,7 @@ from ..registry.profile import Profile
 from .fast_lines import CallModel, Pieces
 from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 from .prefill import Request, prefill_peak
-from .replay import KV_SCALED_KINDS, scale_up
+from .replay import scaled_total
 
 _EXACT = object()  # marks a chunk size answered by the exact path (CUDA, chunked attention)
 _MEMO = 1 << 16  # requests remembered by peak()
@@ -274,7 +274,7 @@ class FastPeak:
         if self.kv_scale == 1.0:
             return rep.total
         # the same rounding as prefill_peak's (the prefix is subtracted: rounded the same way, never more)
-        return _scaled_total(self.profile, rep, self.kv_scale)
+        return scaled_total(self.profile, rep, self.kv_scale)
 
     def _build(self, S: int, fresh) -> _Chunk:
         """Every bound of chunk size ``S`` (``fresh`` True: for prompts without a cached prefix, whose capacity
@@ -321,16 +321,3 @@ def _chord(grid: list[int], vals: list[int], q: int, slack: int) -> int:
 def _bucket(tops: list[int], r: int) -> int:
     """Index of the smallest bucket top >= r."""
     return bisect_left(tops, r)
-
-
-def _scaled_total(profile: Profile, rep, kv_scale: float) -> int:
-    """A ``kv_report`` total with the full-attention caches at ``kv_scale`` of their width (rounded up
-    once, as ``prefill_peak`` rounds its held bytes)."""
-    other = kv = 0
-    for lb in rep.layers:
-        for e, x in zip(profile.layer_types[lb.kind].entries, lb.entries):
-            if e.kind in KV_SCALED_KINDS:
-                kv += x.nbytes
-            else:
-                other += x.nbytes
-    return other + scale_up(kv, kv_scale)

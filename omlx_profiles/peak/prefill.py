@@ -19,17 +19,12 @@ from dataclasses import replace
 from ..errors import InputError, UnsupportedError
 from ..kv.replay import MAX_CALLS
 from ..registry.profile import Profile
-from .call import (SMALL_ARRAYS, activation_dtype, call_items, call_peak, call_window, items_of_call, pinned_bytes,
-                   run_ahead_ops, validate_profile)
+from .call import SMALL_ARRAYS, activation_dtype, call_items, call_peak, run_ahead_ops, validate_profile
 from .explain import CallPeak, explain
 from .kernels import KernelRoutes, tiled_state
 from .ops.recurrent import state_snapshot_bytes, unverified_peak
 from .replay import KV_SCALED_KINDS, EntryState, calls_of, entry_bytes, fill_prefix, scale_up
 from .request import Breakdown, Request, Verdict
-
-# the names this module had before the per-call half moved to call.py (peak/fast.py imports them; to go once
-# the fast path imports call.py's names)
-_call_peak, _pinned, _call_items, _call_window = call_peak, pinned_bytes, items_of_call, call_window
 __all__ = ["Breakdown", "Request", "SMALL_ARRAYS", "Verdict", "call_items", "prefill_peak", "run_ahead_ops"]
 
 # How many calls of a long prompt are evaluated: the peak call is always among the last ones (the held
