@@ -4,6 +4,8 @@ unquantized checkpoint's real shapes quantized the way ``mlx_lm.convert`` would.
 """
 from __future__ import annotations
 
+from math import prod
+
 from ...dtypes import DTYPE_BYTES
 from ...quantization import MODE_DEFAULTS, Quantization
 from ..safetensors import CheckpointHeaders
@@ -142,9 +144,7 @@ def from_checkpoint(ck: CheckpointHeaders, bits, group_size, config_q: Quantizat
     total = 0
     for f in ck.files:
         for t in f.tensors:
-            n = 1
-            for d_ in t.shape:
-                n *= d_
+            n = prod(t.shape)
             if q.quantized and _quantizable(t.name, t.shape, q.group_size):
                 total += q.nbytes(n, act)
             elif q.quantized:
@@ -176,8 +176,6 @@ def _count_params(ck: CheckpointHeaders) -> int:
     total = 0
     for f in ck.files:
         for t in f.tensors:
-            n = 1
-            for d_ in t.shape:
-                n *= d_
+            n = prod(t.shape)
             total += n
     return total
