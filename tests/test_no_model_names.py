@@ -24,10 +24,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
                               "string with block-list fallbacks, written back as a layer string) and the wrapper list"),
     "extraction/from_config.py": (6, "the mistral3 wrapper reader (it dispatches on the text model_type and, having "
                                      "no make_cache, turns sliding layers full)"),
-    "mlxlm/to_config.py": (29, "profile -> mlx-lm config for the registry families' live tests: the table of "
-                               "builders (the second interpreter, live_config, covers recipes' tiny configs only)"),
-    "mlxlm/to_config_attention.py": (16, "the per-family builders of to_config (real dims from a profile)"),
-    "mlxlm/to_config_hybrid.py": (6, "the per-family builders of to_config (real dims from a profile)"),
     "live/build.py": (26, "the live model builder's per-family head-dim and MLA tables (registry families)"),
     "live/_resolve.py": (37, "the live resolver's per-family readers (registry families)"),
     "mlxlm/coverage.py": (3, "the lfm2-vl quirk (mlx-lm's module file is lfm2-vl.py, its model_type lfm2_vl "

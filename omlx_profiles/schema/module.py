@@ -19,7 +19,8 @@ from pydantic import Field, field_validator, model_validator
 
 from .traits import Traits  # noqa: F401 - part of the recipe model (re-exported)
 
-from .module_types import Formula, Key, KeyPath, KindName, Reason, _Strict, _formula  # noqa: F401
+from .module_types import Formula, Key, KeyPath, KindName, Reason, StateArray, _Strict, _formula  # noqa: F401
+from .module_to_config import ToConfig
 from .module_layout import (  # noqa: F401 - re-exported: part of the recipe model
     Chars, Cycle, DottedKey, Flag, Flags, Indices, LayerTypes, Layout, Modulo, NullGate, PerLayer)
 
@@ -44,23 +45,6 @@ class Args(_Strict):
                        "head_dim", "vocab_size", "intermediate_size", "max_position_embeddings"], KeyPath] = Field(
         default_factory=dict, description="canonical name -> this module's config key (gpt2: n_layer, ...), or a "
                                           "dotted path into a nested config object (dbrx: attn_config.kv_n_heads)")
-
-
-class StateArray(_Strict):
-    """One array of an mlx-lm ``ArraysCache`` (batch axis left out): its shape as formulas over config keys."""
-
-    name: Annotated[str, Field(min_length=1, max_length=64)]
-    shape: list[Formula] = Field(min_length=1, max_length=8,
-                                 description="dims without the batch axis, e.g. ['conv_kernel - 1', 'intermediate_size']")
-    dtype: Literal["model", "bf16", "fp16", "fp32"] = Field(
-        description="'model' = the activation dtype; fp32 where mlx-lm keeps the recurrent state in float32")
-
-    @field_validator("shape")
-    @classmethod
-    def _formulas(cls, v):
-        for x in v:
-            _formula(x)
-        return v
 
 
 class KindRecipe(_Strict):
@@ -214,6 +198,8 @@ class ModuleRecipe(_Strict):
         None, description="why this project does not profile the module (its layout cannot be expressed, or it "
                           "cannot be built and checked live here): a file without args / layout / kinds")
     live: Live = Field(default_factory=Live)
+    to_config: ToConfig | None = Field(
+        None, description="profile -> this module's config (the registry families' live check at real dims)")
     sources: list[Source] = Field(default_factory=list)
     notes: list[Reason] = Field(default_factory=list)
 
@@ -235,7 +221,7 @@ class ModuleRecipe(_Strict):
             if self.text is not None or self.mla or self.ignores or self.live != Live() or self.dims or self.attention \
                     or self.kv_bits_fails:
                 raise ValueError("a traits-only file (no args / layout / kinds) holds only module, mlx_lm, traits, "
-                                 "sources and notes")
+                                 "to_config, sources and notes")
             return self
         missing = sorted(self.layout.kind_names() - set(self.kinds))
         if missing:
