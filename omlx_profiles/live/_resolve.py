@@ -18,6 +18,8 @@ from typing import Any
 
 from mlx_lm.utils import _get_classes
 
+from ..mlxlm.recipe_files import module_files
+
 #: Keys under which multimodal wrappers keep the language model's config.
 WRAPPER_KEYS = ("text_config", "language_config", "llm_config")
 
@@ -52,27 +54,29 @@ def text_dict(config: dict) -> dict:
     return config
 
 
+def _text_args_class(module: str) -> str | None:
+    """``'pkg.Class'`` of the args class a wrapper module hands its text config to, from the module's file
+    (``profiles/mlx_lm/<module>.yaml``: ``args.class`` of its recipe or of the recipe it wraps); None when the
+    file has no text recipe."""
+    f = module_files().get(module)
+    if f is None or f.text is None or f.args is None:
+        return None
+    return f.args.cls
+
+
 def _inner_args_class(module: str, text_model_type: str | None):
-    """The args class a wrapper module hands its text_config to (read from each wrapper)."""
-    if module == "gemma3":
-        from mlx_lm.models import gemma3_text
-
-        return gemma3_text.ModelArgs
-    if module in ("lfm2-vl",):
-        from mlx_lm.models import lfm2
-
-        return lfm2.ModelArgs
-    if module in ("qwen3_5", "qwen3_5_moe"):
-        from mlx_lm.models import qwen3_5
-
-        return qwen3_5.TextModelArgs
-    if module == "mistral3":
+    """The args class a wrapper module hands its text_config to."""
+    if module == "mistral3":  # picks its inner module by the text model_type (hand-written wrapper)
         from mlx_lm.models import llama, ministral3, mistral4
 
         return {"ministral3": ministral3.ModelArgs, "mistral4": mistral4.ModelArgs}.get(
             text_model_type, llama.ModelArgs
         )
-    return None
+    cls = _text_args_class(module)
+    if cls is None:
+        return None
+    pkg, name = cls.rsplit(".", 1)
+    return getattr(importlib.import_module(f"mlx_lm.models.{pkg}"), name)
 
 
 def text_args(config: dict) -> Any:
@@ -108,18 +112,11 @@ def text_family(config: dict) -> str:
     inner = text_dict(config)
     if inner is config:
         return module
-    if module == "gemma3":
-        return "gemma3_text"
-    if module == "lfm2-vl":
-        return "lfm2"
-    if module in ("qwen3_5", "qwen3_5_moe"):
-        return "qwen3_5"
-    if module == "llama4":
-        return "llama4"
     if module == "mistral3":
         mt = inner.get("model_type")
         return mt if mt in ("ministral3", "mistral4") else "llama"
-    return module
+    cls = _text_args_class(module)  # the text stack is the module of its args class (gemma3 -> gemma3_text)
+    return cls.split(".", 1)[0] if cls is not None else module
 
 
 def layer_kinds(config: dict) -> list[str]:
