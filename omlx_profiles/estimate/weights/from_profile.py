@@ -81,7 +81,9 @@ def _override_bound(profile, q: Quantization, quantized_params: int, act: int) -
     return over, worst, f"{over:,} params at {w} ({where}: each counted whole at the costliest override, an upper bound)"
 
 
-def from_profile(profile, picked: tuple[Quantization, str], explicit: bool, nq=None) -> WeightsInfo:
+def from_profile(profile, picked: tuple[Quantization, str], explicit: bool, nq=None, vision=None) -> WeightsInfo:
+    """``vision``: a ``vision.VisionBound`` when the checkpoint stores a vision tower the text profile's
+    ``weights.params`` does not count; added unquantized in the model dtype (an upper bound)."""
     q, why = picked
     w = getattr(profile, "weights", None)
     act = DTYPE_BYTES.get(profile.dtype, 2)
@@ -110,6 +112,9 @@ def from_profile(profile, picked: tuple[Quantization, str], explicit: bool, nq=N
     else:
         nbytes = q.nbytes(params, act)
         how = f"{params:,} params at {q.bits // 8} bytes ({why})"
+    if vision is not None:
+        nbytes += vision.params * act
+        how += f"; + {vision.how}, unquantized at {act} bytes (an upper bound: mlx-vlm loads the tower)"
     return WeightsInfo(nbytes, False, f"profile params, {q.label()}",
                        f"approximate: {how}", params=params, bits=q.bits,
                        group_size=q.group_size, mode=q.mode if q.quantized else None)
