@@ -106,7 +106,10 @@ def read(config: dict, label: str = "config.json") -> tuple[Quantization | None,
                 overrides += 1
                 modules.append((str(name), None))
             elif isinstance(v, dict):
-                b2, g2, m2 = _settings(v, f"{where}[{name!r}]", mode)
+                # an entry without "mode" is affine whatever the base mode: mlx_lm.utils.load_model's class_predicate
+                # passes the entry to ``to_quantized(**entry)``, whose mode defaults to "affine" (mlx nn/layers/
+                # linear.py); mlx-lm's own 8-bit router override of an mxfp4 model is written that way
+                b2, g2, m2 = _settings(v, f"{where}[{name!r}]", "affine")
                 overrides += 1
                 modules.append((str(name), Quantization(b2, g2, m2)))
             else:

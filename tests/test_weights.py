@@ -304,7 +304,9 @@ def test_profile_bf16_and_quantized(reg, llama):
     # "-4bit" names no group: counted at group 32, the smallest MLX's affine quantize takes (an upper bound over
     # mlx-lm's default 64, which a --q-group-size 32 conversion does not follow)
     q4 = estimate_weights(reg.resolve("mlx-community/Llama-3.1-8B-Instruct-4bit"))
-    norms = (2 * 32 + 1) * 4096
+    # kept in bf16, bounded from the dims (Llama-3.1-8B: h 4096, 32 blocks, 32 / 8 heads of 128, MLP 14336): per
+    # block four norms, q/k norms, q/k/v/o biases, MLP biases; and the final norm
+    norms = 32 * (4 * 4096 + 2 * 128 + (32 + 2 * 8) * 128 + 4096 + 2 * 14336 + 4096) + 4096
     groups = -(-(p - norms) // 32)
     assert q4.bytes == (p - norms) // 2 + groups * 4 + norms * 2
     assert (q4.bits, q4.group_size, q4.mode) == (4, 32, "affine") and "not stated" in q4.reason
