@@ -69,13 +69,19 @@ def test_rank_kv_exact_and_peak_never_under(f, pt):
 
 # rank points still outside the band, and why (strict=False: Llama's ranks vary by repeat)
 OUT_OF_BAND = {
-    "llama-3.1-8b": "timing: the ranks held 2-9 graphs in flight, not the 11 of the graph cap (the GPU keeps up with "
-                    "half a layer's work), so the window is smaller than the cap's: 1.45-1.81, never under "
-                    "(benchmarks/cuda/README.md, Session 5)",
-    ("qwen3-30b-a3b", 8192): "1.151: the peak is chunk 0, whose 24 graphs the replay commits as traced (counts "
-                             "match), so the excess is in the bytes the 11-graph window holds (the SwitchGLU's sorted "
-                             "and unsorted token copies, 1.38 GiB each in the window), not in the graph ends; not "
-                             "identified (32k's peak is a later chunk: 1.10)",
+    "llama-3.1-8b": "timing: a rank's chunk is 9-11 graphs, so the 11-graph cap holds the whole chunk, but the ranks "
+                    "held 2-9 in flight (the GPU kept up): 1.45-1.81, never under. Not a bound from MLX's source: "
+                    "all_sum on CUDA is captured into the graph being encoded as one child-graph node "
+                    "(distributed.cu: capture_context; nccl.cpp: ncclAllReduce on the encoder's stream), with no "
+                    "commit, stream or host synchronize, so a collective does not shorten the run-ahead; and the "
+                    "traced in-flight counts as the window would be UNDER in some chunks (0.79), so only the cap is safe",
+    ("qwen3-30b-a3b", 8192): "1.151, the op model's bytes per graph, not the first chunk: the traced rank commits 2 "
+                             "layers per 96-node graph in chunk 0 and holds 537 MiB per graph (launch-to-launch), "
+                             "the replay commits the same graphs at 621 MiB (1.16); chunk 1: 6020 vs 5260 MiB (1.14); "
+                             "one process, same model: 1.13-1.23 per chunk (commits_cold_qwen3.json). No allocation only chunk 0 "
+                             "makes: chunk 0 is the peak at 8k because its 11 graphs span 22 layers (11 attention "
+                             "kernels per layer vs 21 later) and little KV is held yet; at 32k the held KV dilutes "
+                             "the same excess to 1.10. Which items over-count ~42 MiB per layer is not identified",
 }
 
 
