@@ -97,6 +97,8 @@ class KernelNodes(Strict):
     sort_merge_pass_nodes: PosInt = Field(description="kernels per doubling merge pass of a multi-block argsort "
                                                       "(after its one block-sort kernel)")
     gather_mm_sorted: PosInt = Field(description="nodes of one gather_mm on expert-sorted rows (grouped GEMM)")
+    all_sum: PosInt = Field(1, description="nodes of one all_sum of a tensor rank (the collective, captured into the "
+                                           "graph being encoded; it neither commits nor synchronizes)")
     source: str = Field(min_length=1)
 
 
