@@ -24,7 +24,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
                               "string with block-list fallbacks, written back as a layer string) and the wrapper list"),
     "extraction/from_config.py": (6, "the mistral3 wrapper reader (it dispatches on the text model_type and, having "
                                      "no make_cache, turns sliding layers full)"),
-    "live/build.py": (26, "the live model builder's per-family head-dim and MLA tables (registry families)"),
     "live/_resolve.py": (24, "the live resolver's per-family layer-kind readers (registry families) and the mistral3 "
                              "wrapper's inner args (it picks them by text model_type); wrappers with a module file "
                              "read their text args class from it"),
