@@ -102,6 +102,18 @@ class Source(_Strict):
     file: str | None = Field(None, description="tests/configs/<file> holding the config")
 
 
+class Shrink(_Strict):
+    """The live harness (``live.build.shrink_config``) may shrink real configs of this text stack: their cache
+    layout survives (``tests/test_live_harness.py`` builds both and compares). How the module's head width,
+    hidden size and MLA ranks behave is read from the rest of the file (``args.head_dim``, ``mla``, state
+    arrays, ``attention``); only what it cannot say is here."""
+
+    widths: list[Key] = Field(default_factory=list, description="further MLP width keys set to the small width "
+                                                                "(lfm2 block_ff_dim)")
+    sets: dict[Key, Any] = Field(default_factory=dict, description="constants a shrunk config needs "
+                                                                   "(lfm2: block_auto_adjust_ff_dim false)")
+
+
 class Live(_Strict):
     """The live check: config keys over the generic tiny model (hidden 64, 4 heads, 2 KV heads, ...)."""
 
@@ -114,6 +126,7 @@ class Live(_Strict):
     kv_bits: bool = Field(True, description="False: a cache kind has no to_quantized (or crashes), skip kv_bits runs")
     long: bool = Field(True, description="run N=3000 (cheap enough on MLX CPU)")
     dtype: Literal["bfloat16", "float32"] = "bfloat16"
+    shrink: Shrink | None = Field(None, description="the live harness shrinks real configs of this text stack")
 
 
 class Text(_Strict):
@@ -218,10 +231,11 @@ class ModuleRecipe(_Strict):
         if not given and self.text is not None and self.text.recipe:
             return self  # a wrapper over another module's recipe (resolved when the files are loaded)
         if not given:
-            if self.text is not None or self.mla or self.ignores or self.live != Live() or self.dims or self.attention \
+            if self.text is not None or self.mla or self.ignores or self.live.model_copy(update={"shrink": None}) != Live() \
+                    or self.dims or self.attention \
                     or self.kv_bits_fails:
                 raise ValueError("a traits-only file (no args / layout / kinds) holds only module, mlx_lm, traits, "
-                                 "to_config, sources and notes")
+                                 "to_config, live.shrink, sources and notes")
             return self
         missing = sorted(self.layout.kind_names() - set(self.kinds))
         if missing:
