@@ -80,7 +80,10 @@ def compute_traits(p: Profile, routes: KernelRoutes) -> frozenset[str]:
     for lt in p.layer_types.values():
         for e in lt.entries:
             if e.kind == "state":
-                out.add(f"state:{fam}")  # gated-DeltaNet, Mamba2, KDA ...: one op list per family's mixer
+                # one op list per mixer (peak/ops/recurrent.py: gated_delta, ssd), shared by every module that
+                # declares it (qwen3_next / qwen3_5 / qwen3_5_moe run the same gated_delta_update); a state layer
+                # with no declared mixer is its family's own trait
+                out.add(f"state:{tr.mixer or fam}")
             elif e.kind == "latent":
                 out.add("attention:latent_mla")
             elif e.kind == "indexer":
