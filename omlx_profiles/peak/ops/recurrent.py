@@ -114,8 +114,8 @@ def linear_attention_items(p: Profile, lt: LayerType, entry: CacheEntry, step: E
     raise UnsupportedError(f"unsupported: no transient model for the state layers of mlx-lm {fam!r}")
 
 
-# spans per phase of the loop: a window edge inside a span misses the states the span wrote before the edge
-# (at most 1/32 of the layer's states); 32 keeps that small and the item count low
+# spans per phase of the loop: the carry rounds a window edge inside a span up to the whole span (at most 1/32 of
+# the layer's states over); 32 keeps that small and the item count low
 DELTANET_SPANS = 32
 CHAIN_KERNELS, READOUT_KERNELS = 6, 2  # kernels per step of each phase (traced on the H200, see below)
 
@@ -149,8 +149,13 @@ def deltanet_recurrence_items(S: int, d: StateDims, nvdv: int, act: int, held: i
     states = 0
     for k, n in enumerate(spans):
         states += n * st_b
+        # the carry also counts the next span's states: a window that starts inside that span holds the states
+        # it wrote before the window's edge (bytes spread evenly over the span would miss them), so the
+        # discretization errs by at most one span's states, on the safe side
+        ahead = spans[k + 1] * st_b if k + 1 < len(spans) else 0
         items.append(Item("deltanet.recurrence_states", n * 4 * st_b + (2 * st_b if k == 0 else 0),
-                          CHAIN_KERNELS * n, carry=held + states, carry_items=1, out=0, elems=n * 3 * d.ssm_elems))
+                          CHAIN_KERNELS * n, carry=held + states + ahead, carry_items=1, out=0,
+                          elems=n * 3 * d.ssm_elems))
     ys = 0
     for n in spans:
         states -= n * st_b
