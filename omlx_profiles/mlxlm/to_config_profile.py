@@ -33,9 +33,8 @@ def cut_profile(profile: Profile, layers: int | str | None) -> Profile:
     if layers is None:
         return profile
     names = profile.layer_names
-    lay = profile.variant.layers if profile.variant is not None else None
-    if layers == "period" and lay is not None and lay.pattern is not None:
-        idx = list(range(min(len(lay.sequence()), len(names))))
+    if layers == "period" and profile.period is not None:
+        idx = list(range(min(profile.period, len(names))))
     elif layers in ("period", "kinds"):
         first: dict[str, int] = {}
         for i, n in enumerate(names):
@@ -129,16 +128,12 @@ def _window(profile: Profile) -> int | None:
 
 
 def _shapes(profile: Profile) -> list[tuple[int, ...]]:
-    """Declared state-tensor shapes (the CacheEntry keeps only element counts; the variant keeps shapes)."""
-    v = profile.variant
-    if v is None:
-        raise SynthError(f"{profile.name}: a state layout needs the profile's variant (tensor shapes)")
+    """Declared state-tensor shapes (``StateTensorSpec.shape``, as the profile file states them)."""
     shapes: set[tuple[tuple[int, ...], ...]] = set()
-    for name in dict.fromkeys(profile.layer_names):
-        spec = v.layers.kinds[name]
-        for s in spec if isinstance(spec, list) else [spec]:
-            if s.kind == "state":
-                shapes.add(tuple(tuple(t.shape) for t in s.tensors))
+    for e in _entries(profile, ("state",)):
+        if any(not t.shape for t in e.tensors):
+            raise SynthError(f"{profile.name}: a state layout needs the declared tensor shapes, not only element counts")
+        shapes.add(tuple(t.shape for t in e.tensors))
     if len(shapes) != 1:
         raise SynthError(f"{profile.name}: expected one state layout, found {len(shapes)}")
     return [tuple(x) for x in shapes.pop()]
