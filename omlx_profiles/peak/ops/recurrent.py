@@ -44,9 +44,8 @@ def linear_attention_items(p: Profile, lt: LayerType, entry: CacheEntry, step: E
 
     The conv window is concatenated with the chunk ((K-1+S) x conv_dim) and the new conv state is a view
     of that buffer (held until the next call: ``state_snapshot_bytes``). Off Metal the recurrence runs
-    as ops, one step per token (gated_delta_ops) or per 256-token block (Mamba2 ssm), each step writing
-    a new fp32 state and state-sized products: their bytes are spread over the steps' ops so the window
-    holds as many steps as fit.
+    as ops, one step per token (gated_delta_ops: ``deltanet_recurrence_items``, the state chain then the
+    readouts) or per 256-token block (Mamba2 ssm), each step writing a new fp32 state and state-sized products.
     """
     S, s, h = ctx.q_len, ctx.act, p.hidden_size
     d = state_dims(p, lt, entry)
