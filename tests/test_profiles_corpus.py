@@ -306,7 +306,7 @@ def _relaid(name: str, **layers):
      {"kinds": {"lin": {"kind": "state", "tensors": [{"name": "conv", "shape": [3, 8193], "dtype": "model"},
                                                      {"name": "ssm", "shape": [32, 128, 128], "dtype": "fp32"}]},
                 "full": {"kind": "full"}}, "pattern": ["lin", "lin", "lin", "full"]},
-     "not 2\\*nk"),
+     "for any whole linear_num_key_heads"),
     ("nemotron-h-56b-base-8k",
      {"kinds": {"M": {"kind": "state", "tensors": [{"name": "conv", "shape": [3, 20480], "dtype": "model"}]},
                 "*": {"kind": "full"}}, "types": "M*" * 59},
