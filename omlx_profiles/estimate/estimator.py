@@ -23,6 +23,12 @@ DEFAULT_BACKEND = "metal"
 #: bound never above it) and replays the request only when the budget falls between the two. Off: every
 #: verdict from the exact replay (memoized per request).
 USE_FAST_BOUND = True
+#: Where the two bounds are this close (bytes) and the budget falls between them, ``fits`` answers "does not
+#: fit" without replaying: the only verdict it may get wrong is a request whose exact total is less than
+#: ``FIT_MARGIN`` below the usable budget (refused, never the reverse). Both bounds are lines sampled from the
+#: exact model, each within 64 B + 64 B per layer of it (item rounding), so where one call is the request's
+#: highest in both the band is a few KB: 64 KiB keeps every such request off the replay.
+FIT_MARGIN = 64 << 10
 _MEMO = 4096  # exact breakdowns kept per Estimator (an engine's distinct prompt lengths)
 
 
@@ -71,8 +77,11 @@ class Estimator:
         bounds (``peak.fast.FastPeak``: piecewise lines per chunk size, built once; the upper never below
         the exact total, the lower never above it) decide every request whose budget is not between the
         two; only such a request replays the prompt (milliseconds, memoized per request). CUDA replays
-        (no line holds there). The verdict is always the exact one: its totals and breakdown are the
-        exact replay's, computed when first read."""
+        (no line holds there). The verdict is the exact one, but for one documented margin: where the budget
+        falls between bounds at most ``FIT_MARGIN`` (64 KiB) apart, the answer is "does not fit" (``margin``
+        True) without a replay, so a request whose exact total is within 64 KiB under the usable budget may be
+        refused; "fits" is never said of a request the exact replay refuses. Its totals and breakdown are
+        the exact replay's, computed when first read."""
         check_count("budget", budget, minimum=0, maximum=MAX_BYTES)
         given = weights_bytes is not None
         w = check_count("weights_bytes", weights_bytes, minimum=0, maximum=MAX_BYTES) if given else 0
@@ -90,6 +99,8 @@ class Estimator:
                     lo = fp.total_lower(new, chunk, cached)
                     if lo is not None and w + lo > usable:
                         return _LazyVerdict(self, key, budget, res, usable, w, given, fits=False)
+                    if lo is not None and hi - lo <= FIT_MARGIN:  # the exact total is within 64 KiB of usable
+                        return _LazyVerdict(self, key, budget, res, usable, w, given, fits=False, margin=True)
             except (OmlxProfilesError, ArithmeticError):
                 pass
         bd = self._breakdown(key)
@@ -193,12 +204,13 @@ class Estimator:
 class _LazyVerdict(Verdict):
     """A ``Verdict`` whose ``fits`` is known at once and whose totals, breakdown and message are the exact
     ``prefill_peak`` numbers, computed (and memoized) when first read: the fast path answers the question
-    an engine asks per request without replaying the prompt."""
+    an engine asks per request without replaying the prompt. ``margin``: refused because the bounds put the
+    exact total within ``FIT_MARGIN`` of the usable budget (its headroom may then be 0 to 64 KiB)."""
 
     def __init__(self, est: "Estimator", key, budget: int, reserve: int, usable: int, weights: int, given: bool,
-                 fits: bool = True):
+                 fits: bool = True, margin: bool = False):
         self.__dict__.update(fits=fits, budget_bytes=budget, reserve_bytes=reserve, usable_bytes=usable,
-                             weights_bytes=weights, _est=est, _key=key, _given=given)
+                             weights_bytes=weights, _est=est, _key=key, _given=given, margin=margin)
 
     @property
     def breakdown(self) -> Breakdown:  # type: ignore[override]
@@ -222,6 +234,11 @@ class _LazyVerdict(Verdict):
             return (f"fits: {format_bytes(total)} of {format_bytes(usable)} usable ({format_bytes(budget)} budget - "
                     f"{format_bytes(res)} reserve), {format_bytes(usable - total)} to spare{wnote}")
         bd = self.breakdown
+        if self.margin and total <= usable:
+            return (f"does not fit within the fast check's margin: needs {format_bytes(total)} of "
+                    f"{format_bytes(usable)} usable ({format_bytes(budget)} budget - {format_bytes(res)} reserve), "
+                    f"{format_bytes(usable - total)} to spare, under the {format_bytes(FIT_MARGIN)} the per-request "
+                    f"check keeps (Estimator.fits refuses a request that close to the budget){wnote}")
         return (f"does not fit: needs {format_bytes(total)} (weights {format_bytes(self.weights_bytes)} + prefill peak "
                 f"{format_bytes(bd.peak_bytes + bd.held_before_bytes)}) but {format_bytes(usable)} is usable "
                 f"({format_bytes(budget)} budget - {format_bytes(res)} reserve); over by {format_bytes(total - usable)}. "

@@ -19,7 +19,7 @@ the prompt length. CUDA (graph-commit boundaries move with the offset), chunked 
 """
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from functools import lru_cache
 
 from ..errors import UnsupportedError
@@ -33,6 +33,7 @@ from .replay import scaled_total
 
 _EXACT = object()  # marks a chunk size answered by the exact path (CUDA, chunked attention)
 _MEMO = 1 << 16  # requests remembered by peak()
+_TOP_GAP = 32  # query counts between the points of a chunk's last step (``FastPeak._top_step``)
 
 
 class _Chunk:
@@ -41,7 +42,7 @@ class _Chunk:
     grid (built on the first request without a prefix); ``lower``: a lower bound of a full chunk call."""
 
     __slots__ = ("tops", "calls", "beyond", "last", "last_beyond", "lower", "full", "add_full", "model", "grid",
-                 "grid_v", "one", "slack", "ltops", "lasts")
+                 "grid_v", "one", "slack", "ltops", "lasts", "first", "rpts", "rup", "rlo", "rseg")
 
     def __init__(self, model, tops, calls, beyond, last, last_beyond, lower, add_full):
         self.model = model
@@ -53,7 +54,8 @@ class _Chunk:
         self.lower = lower
         self.full = calls[-1]
         self.add_full = add_full
-        self.grid = self.grid_v = None
+        self.grid = self.grid_v = self.first = None
+        self.rpts = self.rup = self.rlo = self.rseg = ()
         self.one = 0
         self.slack = model.slack
 
@@ -155,11 +157,24 @@ class FastPeak:
             if c is _EXACT:
                 return None
         k = (new_tokens - 1) // chunk
-        if k < 2 and not cached or k < 1 or chunk < 2:
+        if k < 1 or chunk < 2:
             return None
+        v = None
+        if not cached:  # the first call (fresh caches, a full chunk) is one of the request's calls
+            if c.grid is None:
+                self._fresh_grid(c, chunk)
+            v = c.first
+            r = (new_tokens - 1) % chunk
+            if c.rpts and r >= c.rpts[0]:  # the shorter call, nearly a chunk: the prompt's highest, often
+                f = _rcall(c, r, chunk * k)[0]
+                if f is not None and (v is None or f > v):
+                    v = f
+            if k < 2:
+                return v
         if c.lower is None:  # built on the first use (the oMLX facade never asks)
             c.lower = c.model.pieces(chunk, chunk, "lower")[0]
-        return c.lower.at(cached + chunk * (k - 1))
+        f = c.lower.at(cached + chunk * (k - 1))
+        return f if cached or v is None or f > v else v
 
     def _total(self, c: _Chunk, new: int, S: int, cached: int) -> int:
         k, r = divmod(new - 1, S)
@@ -178,6 +193,10 @@ class FastPeak:
                     v = f
             if r and k:
                 f = c.calls[_bucket(c.tops, r)].at(S * k)
+                if c.rpts and r >= c.rpts[0]:
+                    g = _rcall(c, r, S * k)[1]
+                    if g < f:
+                        f = g
                 if f > v:
                     v = f
             return v
@@ -216,6 +235,10 @@ class FastPeak:
             v = self._exact(q + 1, q, 0)  # a fresh call of q queries, then the last token
             vals.append(v if not vals or v > vals[-1] else vals[-1])
         c.one = self._exact(1, S, 0)  # a one-token prompt: one fresh call, the last
+        # the first call of every longer prompt: exact(S + 1) is the larger of it and the last token after it,
+        # so it is the first call's own total wherever the last token's bound stays below it (else unknown)
+        e = self._exact(S + 1, S, 0)
+        c.first = e if S > 1 and e > c.lasts[bisect_left(c.ltops, S)].at(S) else None
         c.grid_v = vals
         c.grid = grid
 
@@ -305,7 +328,32 @@ class FastPeak:
             last_b.append(cumb)
         c = _Chunk(m, tops, calls, beyond, lasts[-1], last_b[-1], None, m.add_bytes(S))
         c.ltops, c.lasts = ltops, lasts
+        if fresh is True:
+            self._top_step(c, m, S)
         return c
+
+    def _top_step(self, c: _Chunk, m: CallModel, S: int) -> None:
+        """The shorter call of a prompt without a prefix whose size is in the chunk's last 256-row step: it
+        holds a chunk's rows more than the last full call, so it is often the prompt's highest, and a bucket
+        charges it up to 255 queries too many. Here it gets both bounds at points ``_TOP_GAP`` apart (and on
+        both sides of every query-count threshold): where the item structure is one between two points,
+        every window position's bytes are convex in the query count (activations linear, scores, masks
+        and copies of ``q * (offset + q)``), so is their maximum, and the call lies under the chord of
+        the upper bounds and above the tangent drawn from the lower bound through the previous point's upper
+        bound. The caches' rows are the history's own (every such call grows: ``CallModel.grows``)."""
+        lo = STEP * ((S - 1) // STEP) + 1
+        if lo <= STEP or not m.grows(lo, S):
+            return
+        pts = {lo, S - 1} | set(range(lo, S - 1, _TOP_GAP))
+        for t in m.changes:
+            if lo <= t < S - 1:
+                pts.update((t, t + 1))
+        rpts = sorted(pts)
+        lays = [m._layout(q, S) for q in rpts]
+        c.rup = [m.pieces(q, S, "upper", q_min=q)[0] for q in rpts]
+        c.rlo = [m.pieces(q, S, "lower")[0] for q in rpts]
+        c.rseg = [lays[i] == lays[i + 1] for i in range(len(rpts) - 1)] + [False]
+        c.rpts = rpts
 
 
 def _chord(grid: list[int], vals: list[int], q: int, slack: int) -> int:
@@ -316,6 +364,27 @@ def _chord(grid: list[int], vals: list[int], q: int, slack: int) -> int:
     a, b = grid[i - 1], grid[i]
     va, vb = vals[i - 1], vals[i]
     return va + -(-(vb - va) * (q - a) // (b - a)) + slack
+
+
+def _rcall(c: _Chunk, r: int, off: int) -> tuple[int | None, int]:
+    """(lower or ``None``, upper) of the shorter call of ``r`` queries at ``off`` (``_top_step``)."""
+    pts = c.rpts
+    i = bisect_right(pts, r) - 1
+    a = pts[i]
+    lo = c.rlo[i].at(off)
+    if a == r:
+        return lo, c.rup[i].at(off)
+    if not c.rseg[i]:  # the structure changes between the points: no bound from them
+        return None, c.calls[-1].at(off)
+    b = pts[i + 1]
+    ua, ub = c.rup[i].at(off), c.rup[i + 1].at(off)
+    up = ua + -(-(ub - ua) * (r - a) // (b - a))
+    if i and c.rseg[i - 1]:  # convex on [pts[i - 1], b]: the secant from the left is below the slope at a
+        z = pts[i - 1]
+        s = (lo - c.rup[i - 1].at(off)) / (a - z)
+        if s > 0:
+            lo += int(s * (r - a))
+    return lo, up
 
 
 def _bucket(tops: list[int], r: int) -> int:
