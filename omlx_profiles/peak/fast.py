@@ -14,7 +14,15 @@ request makes, as a piecewise-linear function of the call's offset (``peak.fast_
 
 A request's answer is the maximum of the calls it makes (minus the prefix's cache it held before): never
 below ``prefill_peak`` (every history's worst is in the bound), never negative, and non-decreasing in
-the prompt length. CUDA (graph-commit boundaries move with the offset), chunked attention (rows cycle) and a
+the prompt length.
+
+``total_lower`` bounds the same total from below (``Estimator.fits`` decides from both and replays only
+between them): the last full chunk call in the layout it is known to take (every such call grows the
+caches: the copy of at least the offset's rows; without a prefix the rotating caches' rows are the
+history's own), the fresh first call (exact), and, without a prefix, a shorter call in the chunk's last
+256-row step (``_top_step``: chords and tangents over points 32 queries apart, where it is often the
+prompt's highest). Where one call is the highest in both bounds they are a few KB apart (the lines'
+rounding slack). CUDA (graph-commit boundaries move with the offset), chunked attention (rows cycle) and a
 ``bound`` basis answer the exact model (memoized).
 """
 from __future__ import annotations
@@ -39,7 +47,9 @@ _TOP_GAP = 32  # query counts between the points of a chunk's last step (``FastP
 class _Chunk:
     """The bounds of one chunk size: per query bucket, the cumulative bound of a call of at most that many
     queries (``calls``, over the offset; ``full``: the chunk's own), the last token's, the fresh first call's
-    grid (built on the first request without a prefix); ``lower``: a lower bound of a full chunk call."""
+    grid (built on the first request without a prefix); ``lower``: a lower bound of a full chunk call;
+    ``first``: the fresh first call's exact total (or ``None``); ``rpts`` / ``rup`` / ``rlo`` / ``rseg``: the
+    shorter call in the chunk's last step, without a prefix (``FastPeak._top_step``)."""
 
     __slots__ = ("tops", "calls", "beyond", "last", "last_beyond", "lower", "full", "add_full", "model", "grid",
                  "grid_v", "one", "slack", "ltops", "lasts", "first", "rpts", "rup", "rlo", "rseg")

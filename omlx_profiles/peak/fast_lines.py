@@ -18,7 +18,9 @@ What a request's history leaves unknown is taken at its worst, so the line bound
 * the cache update's layout: a copy (6 ops, the old buffer's bytes) or in place (2 ops, nothing). The window
   maximum never falls when an item takes fewer executor slots or more bytes (every window of the wider
   layout maps into one of the narrower), so the update is charged with the copy's bytes in the in-place
-  op count: one layout bounds both (``_contract``). The lower bound does the reverse.
+  op count: one layout bounds both (``_contract``). The lower bound does the reverse, except for the
+  copies it knows happen: a call that must grow every ``KVCache`` (``CallModel.grows``) and, without a
+  prefix, a rotating cache after a full chunk keep their copy layout and bytes (at least the offset's rows).
 
 The call's query count enters through buckets (a call of ``q <= Q`` queries is charged as ``Q``, within the
 same route: bucket tops include every query-length threshold of the kernel table).
@@ -167,8 +169,8 @@ class CallModel:
                 b.update((W - 256, W - 255, W - 256 + S))
             elif mode in ("last", "one"):
                 b.update((W - 256 + (Q if mode == "last" else S), W - 1))
-            else:  # lower: the rotating buffer's rows saturate (``_steps``)
-                b.update((W - 1, W, W - 1 + S, W + S))
+            else:  # lower: the rotating buffer's rows saturate, and pass the call's own (``_steps``)
+                b.update((W - 1, W, W - 1 + S, W + S, W - 1 + Q, W + Q))
         sliding = bool(self.windows())
         for t in self.kv_thresholds(1 if mode in ("last", "one") else Q):
             if mode in ("last", "one"):
