@@ -34,14 +34,16 @@ from ..errors import UnsupportedError
 from ..kv.bytes import kv_report
 from ..kv.replay import STEP
 from ..registry.profile import Profile
-from .fast_lines import CallModel, Pieces
+from .fast_lines import INF, CallModel, Pieces
 from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 from .prefill import Request, prefill_peak
 from .replay import scaled_total
 
 _EXACT = object()  # marks a chunk size answered by the exact path (CUDA, chunked attention)
 _MEMO = 1 << 16  # requests remembered by peak()
-_TOP_GAP = 32  # query counts between the points of a chunk's last step (``FastPeak._top_step``)
+_TOP_GAP = 32  # query counts between the points of a chunk's last step (``FastPeak._top_step``) at first
+_TOP_BAND = 32 << 10  # ... halved where its bounds are still more than this apart (Estimator.fits: 64 KiB),
+_TOP_POINTS = 24  # up to this many points in all (each costs two bounds' build: a DeepSeek-V3 wants ~130)
 
 
 class _Chunk:
@@ -346,24 +348,86 @@ class FastPeak:
         """The shorter call of a prompt without a prefix whose size is in the chunk's last 256-row step: it
         holds a chunk's rows more than the last full call, so it is often the prompt's highest, and a bucket
         charges it up to 255 queries too many. Here it gets both bounds at points ``_TOP_GAP`` apart (and on
-        both sides of every query-count threshold): where the item structure is one between two points,
-        every window position's bytes are convex in the query count (activations linear, scores, masks
-        and copies of ``q * (offset + q)``), so is their maximum, and the call lies under the chord of
-        the upper bounds and above the tangent drawn from the lower bound through the previous point's upper
-        bound. The caches' rows are the history's own (every such call grows: ``CallModel.grows``)."""
+        both sides of every query-count threshold), halved where the two bounds are still more than
+        ``_TOP_BAND`` apart between them. Where the item structure is one over a run of points, every
+        window position's bytes are convex in the query count (activations linear; scores, masks and copies
+        of ``q * (offset + q)``), so is their maximum: the call lies under the chord of the upper bounds and
+        above the tangents drawn from the lower bounds through the neighbouring points' upper bounds
+        (``_rcall``). The caches' rows are the history's own (every such call grows: ``CallModel.grows``)."""
         lo = STEP * ((S - 1) // STEP) + 1
         if lo <= STEP or not m.grows(lo, S):
             return
-        pts = {lo, S - 1} | set(range(lo, S - 1, _TOP_GAP))
+        pts = {lo, lo + 1, S - 1} | set(range(lo, S - 1, _TOP_GAP))
         for t in m.changes:
             if lo <= t < S - 1:
                 pts.update((t, t + 1))
-        rpts = sorted(pts)
-        lays = [m._layout(q, S) for q in rpts]
-        c.rup = [m.pieces(q, S, "upper", q_min=q)[0] for q in rpts]
-        c.rlo = [m.pieces(q, S, "lower")[0] for q in rpts]
-        c.rseg = [lays[i] == lays[i + 1] for i in range(len(rpts) - 1)] + [False]
-        c.rpts = rpts
+        up, low, lay = {}, {}, {}
+
+        def build(q: int) -> None:
+            up[q] = m.pieces(q, S, "upper", q_min=q)[0]
+            low[q] = m.pieces(q, S, "lower")[0]
+            lay[q] = m._layout(q, S)
+
+        def fill(rpts: list[int]) -> None:
+            for q in rpts:
+                if q not in up:
+                    build(q)
+            c.rpts = rpts
+            c.rup = [up[q] for q in rpts]
+            c.rlo = [low[q] for q in rpts]
+            c.rseg = [lay[rpts[i]] == lay[rpts[i + 1]] for i in range(len(rpts) - 1)] + [False]
+
+        fill(sorted(pts))
+        while len(c.rpts) < _TOP_POINTS:  # halve the widest gaps (their band at a few offsets), up to a budget
+            wide = []
+            for i in range(len(c.rpts) - 1):
+                a, b = c.rpts[i], c.rpts[i + 1]
+                if b - a < 2 or not c.rseg[i]:
+                    continue
+                r = (a + b) // 2
+                band = 0
+                for off in (S, 16 * S, 64 * S):
+                    lo_r, up_r = _rcall(c, r, off)
+                    band = max(band, INF if lo_r is None else up_r - lo_r)
+                if band > _TOP_BAND:
+                    wide.append((band, r))
+            if not wide:
+                break
+            wide.sort(reverse=True)
+            fill(sorted(set(c.rpts) | {r for _, r in wide[:_TOP_POINTS - len(c.rpts)]}))
+
+
+def _rcall(c: _Chunk, r: int, off: int) -> tuple[int | None, int]:
+    """(lower or ``None``, upper) of the shorter call of ``r`` queries at ``off`` (``FastPeak._top_step``):
+    at a point, its bounds; between two points of one item structure, the chord of the upper bounds above
+    and, below, the larger tangent: from the left point's lower bound with the slope of the secant from
+    the point before it (a convex function's secants from the left are never steeper), and from the right
+    point's lower bound with the secant to the point after it (never less steep)."""
+    pts = c.rpts
+    i = bisect_right(pts, r) - 1
+    a = pts[i]
+    la = c.rlo[i].at(off)
+    if a == r:
+        return la, c.rup[i].at(off)
+    if not c.rseg[i]:  # the structure changes between the points: no bound from them
+        return None, c.calls[-1].at(off)
+    b = pts[i + 1]
+    ua, ub = c.rup[i].at(off), c.rup[i + 1].at(off)
+    up = ua + -(-(ub - ua) * (r - a) // (b - a))
+    lo = la
+    if i and c.rseg[i - 1]:
+        z = pts[i - 1]
+        s = (la - c.rup[i - 1].at(off)) / (a - z)
+        if s > 0:
+            lo = la + int(s * (r - a))
+    if c.rseg[i + 1]:
+        lb = c.rlo[i + 1].at(off)
+        d = pts[i + 2]
+        s = (c.rup[i + 2].at(off) - lb) / (d - b)
+        v = lb - int(s * (b - r)) - 1
+        if v > lo:
+            lo = v
+    return lo, up
 
 
 def _chord(grid: list[int], vals: list[int], q: int, slack: int) -> int:
@@ -374,27 +438,6 @@ def _chord(grid: list[int], vals: list[int], q: int, slack: int) -> int:
     a, b = grid[i - 1], grid[i]
     va, vb = vals[i - 1], vals[i]
     return va + -(-(vb - va) * (q - a) // (b - a)) + slack
-
-
-def _rcall(c: _Chunk, r: int, off: int) -> tuple[int | None, int]:
-    """(lower or ``None``, upper) of the shorter call of ``r`` queries at ``off`` (``_top_step``)."""
-    pts = c.rpts
-    i = bisect_right(pts, r) - 1
-    a = pts[i]
-    lo = c.rlo[i].at(off)
-    if a == r:
-        return lo, c.rup[i].at(off)
-    if not c.rseg[i]:  # the structure changes between the points: no bound from them
-        return None, c.calls[-1].at(off)
-    b = pts[i + 1]
-    ua, ub = c.rup[i].at(off), c.rup[i + 1].at(off)
-    up = ua + -(-(ub - ua) * (r - a) // (b - a))
-    if i and c.rseg[i - 1]:  # convex on [pts[i - 1], b]: the secant from the left is below the slope at a
-        z = pts[i - 1]
-        s = (lo - c.rup[i - 1].at(off)) / (a - z)
-        if s > 0:
-            lo += int(s * (r - a))
-    return lo, up
 
 
 def _bucket(tops: list[int], r: int) -> int:
