@@ -14,7 +14,7 @@ Columns: mean / p50 / p99 per call (us), the facade's repeated-length call (us),
 decided by the exact replay, ms each), margin (lengths refused by the documented 64 KiB margin while the exact
 total fits: the only verdicts that differ from the exact replay's), wrong (any other difference: must be 0).
 
-    .venv/bin/python benchmarks/bench_fits.py [--calls 300] [--out benchmarks/results/bench_fits.txt]
+    .venv/bin/python benchmarks/bench_fits.py [--calls 300] [--cuda-calls 30] [--out benchmarks/results/bench_fits.txt]
 """
 from __future__ import annotations
 
@@ -66,9 +66,10 @@ def _row(p, backend: str, lengths: list[int], budgets: list[int], exact: list[in
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--cuda-calls", type=int, default=30, help="lengths per CUDA row (every CUDA call replays)")
     ap.add_argument("--out", default=None, help="also write the table to this file")
     a = ap.parse_args()
-    lines = [f"# bench_fits: {a.calls} never-seen lengths 1..131072 per row, chunk 2048, no prefix; "
+    lines = [f"# bench_fits: {a.calls} never-seen lengths 1..131072 per row ({a.cuda_calls} on cuda), chunk 2048, no prefix; "
              f"python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
              f"{'model':34} {'backend':7} {'budget':9} {'mean us':>9} {'p50 us':>8} {'p99 us':>9} {'facade us':>9} "
              f"{'mean/fac':>9} {'replays':>8} {'margin':>7} {'wrong':>6}"]
@@ -77,7 +78,7 @@ def main() -> None:
         p = default_registry().resolve(mid).profile
         for backend in BACKENDS:
             rng = random.Random(zlib.crc32(f"{mid} {backend}".encode()))
-            lengths = [rng.randint(1, 131072) for _ in range(a.calls)]
+            lengths = [rng.randint(1, 131072) for _ in range(a.cuda_calls if backend == "cuda" else a.calls)]
             ref = Estimator(p)  # the exact totals, from another Estimator (the timed one has not seen them)
             try:
                 exact = [ref.total_bytes(Request(n), WEIGHTS, backend) for n in lengths]

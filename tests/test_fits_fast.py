@@ -74,6 +74,29 @@ def test_fits_is_microseconds_warm_for_any_length():
     assert per_call < 500e-6, f"{per_call * 1e6:.0f} us per call (budget 50 us on an idle machine; 10x slack for CI)"
 
 
+def test_fits_at_the_exact_total_decides_without_replaying():
+    """The worst case for the bounds (issue 18): every budget IS the request's exact total. The verdict is the
+    exact one, or the documented refusal within ``fit_margin`` -- and no prompt of at least one chunk and a token
+    replays: the lower bound meets the upper within the margin (the last full chunk, the fresh first call, the
+    shorter call in the chunk's last step). Prompts shorter than a chunk (no lower bound yet) may replay."""
+    import random
+
+    p = default_registry().resolve("meta-llama/Llama-3.1-8B-Instruct").profile
+    e, ref = Estimator(p), Estimator(p)
+    e.fits(Request(1000), 64 << 30)  # warm
+    rng = random.Random(11)
+    lengths = rng.sample(range(2, 131073), 30) + [2 * 2048 + 1 + r for r in (1793, 1900, 2000, 2047)]
+    for n in lengths:
+        total = ref.total_bytes(Request(n), 0, "metal")
+        before = len(e._memo)
+        v = e.fits(Request(n), total, weights_bytes=0, reserve=0)
+        replayed = len(e._memo) > before
+        assert n <= 2049 or not replayed, n
+        if not v.fits:  # the exact total fits this budget: only the margin may refuse it
+            lo, hi = e._bounds(Request(n), "metal", None, None, False)
+            assert v.margin and lo <= total <= hi and hi - lo <= fit_margin(hi), (n, lo, total, hi)
+
+
 def test_defaults_are_the_cli_s_and_said():
     p = default_registry().resolve("qwen3-8b").profile
     e = Estimator(p)

@@ -114,6 +114,22 @@ class Estimator:
         return _LazyVerdict(self, key, budget, res, usable, w, given,
                             fits=w + bd.held_before_bytes + bd.peak_bytes <= usable)
 
+    def prepare(self, chunk: int = 2048, *, backend: str = DEFAULT_BACKEND, mlx_version: str | None = None,
+                dtype: str | None = None, nax: bool = False) -> bool:
+        """Build every per-profile bound ``fits`` decides from for this chunk size and backend now (seconds,
+        once), so that no request pays for it (an engine's start-up); otherwise they are built by the first
+        requests that need them. False where ``fits`` replays every request (CUDA, a profile the bounds do
+        not cover)."""
+        check_count("chunk", chunk, minimum=1)
+        fp = self._fast_peak(Request(2, chunk=chunk), backend, mlx_version, dtype, nax)
+        if fp is None:
+            return False
+        try:
+            fp.prepare(chunk)
+        except (OmlxProfilesError, ArithmeticError):
+            return False
+        return True
+
     # -- the per-request fast path -----------------------------------------------------------------
     def _breakdown(self, key) -> Breakdown:
         """The exact ``prefill_peak`` of a request, memoized (an engine sees the same lengths again)."""

@@ -20,41 +20,39 @@ the prompt length.
 between them): the last full chunk call in the layout it is known to take (every such call grows the
 caches: the copy of at least the offset's rows; without a prefix the rotating caches' rows are the
 history's own), the fresh first call (exact), and, without a prefix, a shorter call in the chunk's last
-256-row step (``_top_step``: chords and tangents over points 32 queries apart, where it is often the
+256-row step (``peak.fast_top``: chords and tangents over points 32 queries apart, where it is often the
 prompt's highest). Where one call is the highest in both bounds they are a few KB apart (the lines'
 rounding slack). CUDA (graph-commit boundaries move with the offset), chunked attention (rows cycle) and a
 ``bound`` basis answer the exact model (memoized).
 """
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from functools import lru_cache
 
 from ..errors import UnsupportedError
 from ..kv.bytes import kv_report
 from ..kv.replay import STEP
 from ..registry.profile import Profile
-from .fast_lines import INF, CallModel, Pieces
+from .fast_lines import CallModel, Pieces
+from .fast_top import TopStep
 from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 from .prefill import Request, prefill_peak
 from .replay import scaled_total
 
 _EXACT = object()  # marks a chunk size answered by the exact path (CUDA, chunked attention)
 _MEMO = 1 << 16  # requests remembered by peak()
-_TOP_GAP = 32  # query counts between the points of a chunk's last step (``FastPeak._top_step``) at first
-_TOP_BAND = 32 << 10  # ... halved where its bounds are still more than this apart (Estimator.fits: 64 KiB),
-_TOP_POINTS = 24  # up to this many points in all (each costs two bounds' build: a DeepSeek-V3 wants ~130)
 
 
 class _Chunk:
     """The bounds of one chunk size: per query bucket, the cumulative bound of a call of at most that many
     queries (``calls``, over the offset; ``full``: the chunk's own), the last token's, the fresh first call's
     grid (built on the first request without a prefix); ``lower``: a lower bound of a full chunk call;
-    ``first``: the fresh first call's exact total (or ``None``); ``rpts`` / ``rup`` / ``rlo`` / ``rseg``: the
-    shorter call in the chunk's last step, without a prefix (``FastPeak._top_step``)."""
+    ``first``: the fresh first call's exact total (or ``None``); ``top``: the shorter call in the chunk's last
+    step, without a prefix (``peak.fast_top``)."""
 
     __slots__ = ("tops", "calls", "beyond", "last", "last_beyond", "lower", "full", "add_full", "model", "grid",
-                 "grid_v", "one", "slack", "ltops", "lasts", "first", "rpts", "rup", "rlo", "rseg")
+                 "grid_v", "one", "slack", "ltops", "lasts", "first", "top")
 
     def __init__(self, model, tops, calls, beyond, last, last_beyond, lower, add_full):
         self.model = model
@@ -67,7 +65,7 @@ class _Chunk:
         self.full = calls[-1]
         self.add_full = add_full
         self.grid = self.grid_v = self.first = None
-        self.rpts = self.rup = self.rlo = self.rseg = ()
+        self.top = None
         self.one = 0
         self.slack = model.slack
 
@@ -149,6 +147,22 @@ class FastPeak:
         self._memo[key] = v
         return v
 
+    def prepare(self, chunk: int) -> None:
+        """Build every bound of ``chunk`` now -- with and without a prefix, upper and lower, the fresh first
+        call's grid, the shorter call's points in the chunk's last step -- that the first requests would
+        build otherwise (seconds once; an engine's start-up). Nothing where the answers are exact (CUDA)."""
+        for fresh in (True, False, 2):
+            c = self._chunk(chunk, fresh)
+            if c is _EXACT:
+                return
+            if fresh != 2 and c.lower is None and chunk > 1:
+                c.lower = c.model.pieces(chunk, chunk, "lower")[0]
+        c = self._chunks[(chunk, True)]
+        if c.grid is None:
+            self._fresh_grid(c, chunk)
+        if c.top:
+            c.top.prepare()
+
     def total_bound(self, new_tokens: int, chunk: int, cached: int = 0) -> int | None:
         """An upper bound of ``held before + peak`` (the prefix's cache included), or ``None`` where the
         answer is the exact model (``exact_only``)."""
@@ -177,8 +191,8 @@ class FastPeak:
                 self._fresh_grid(c, chunk)
             v = c.first
             r = (new_tokens - 1) % chunk
-            if c.rpts and r >= c.rpts[0]:  # the shorter call, nearly a chunk: the prompt's highest, often
-                f = _rcall(c, r, chunk * k)[0]
+            if c.top and r >= c.top.lo:  # the shorter call, nearly a chunk: the prompt's highest, often
+                f = c.top.bounds(r, chunk * k)[0]
                 if f is not None and (v is None or f > v):
                     v = f
             if k < 2:
@@ -205,8 +219,8 @@ class FastPeak:
                     v = f
             if r and k:
                 f = c.calls[_bucket(c.tops, r)].at(S * k)
-                if c.rpts and r >= c.rpts[0]:
-                    g = _rcall(c, r, S * k)[1]
+                if c.top and r >= c.top.lo:
+                    g = c.top.bounds(r, S * k)[1]
                     if g < f:
                         f = g
                 if f > v:
@@ -340,94 +354,9 @@ class FastPeak:
             last_b.append(cumb)
         c = _Chunk(m, tops, calls, beyond, lasts[-1], last_b[-1], None, m.add_bytes(S))
         c.ltops, c.lasts = ltops, lasts
-        if fresh is True:
-            self._top_step(c, m, S)
+        if fresh is True and TopStep.applies(m, S):
+            c.top = TopStep(m, S, calls[-1])
         return c
-
-    def _top_step(self, c: _Chunk, m: CallModel, S: int) -> None:
-        """The shorter call of a prompt without a prefix whose size is in the chunk's last 256-row step: it
-        holds a chunk's rows more than the last full call, so it is often the prompt's highest, and a bucket
-        charges it up to 255 queries too many. Here it gets both bounds at points ``_TOP_GAP`` apart (and on
-        both sides of every query-count threshold), halved where the two bounds are still more than
-        ``_TOP_BAND`` apart between them. Where the item structure is one over a run of points, every
-        window position's bytes are convex in the query count (activations linear; scores, masks and copies
-        of ``q * (offset + q)``), so is their maximum: the call lies under the chord of the upper bounds and
-        above the tangents drawn from the lower bounds through the neighbouring points' upper bounds
-        (``_rcall``). The caches' rows are the history's own (every such call grows: ``CallModel.grows``)."""
-        lo = STEP * ((S - 1) // STEP) + 1
-        if lo <= STEP or not m.grows(lo, S):
-            return
-        pts = {lo, lo + 1, S - 1} | set(range(lo, S - 1, _TOP_GAP))
-        for t in m.changes:
-            if lo <= t < S - 1:
-                pts.update((t, t + 1))
-        up, low, lay = {}, {}, {}
-
-        def build(q: int) -> None:
-            up[q] = m.pieces(q, S, "upper", q_min=q)[0]
-            low[q] = m.pieces(q, S, "lower")[0]
-            lay[q] = m._layout(q, S)
-
-        def fill(rpts: list[int]) -> None:
-            for q in rpts:
-                if q not in up:
-                    build(q)
-            c.rpts = rpts
-            c.rup = [up[q] for q in rpts]
-            c.rlo = [low[q] for q in rpts]
-            c.rseg = [lay[rpts[i]] == lay[rpts[i + 1]] for i in range(len(rpts) - 1)] + [False]
-
-        fill(sorted(pts))
-        while len(c.rpts) < _TOP_POINTS:  # halve the widest gaps (their band at a few offsets), up to a budget
-            wide = []
-            for i in range(len(c.rpts) - 1):
-                a, b = c.rpts[i], c.rpts[i + 1]
-                if b - a < 2 or not c.rseg[i]:
-                    continue
-                r = (a + b) // 2
-                band = 0
-                for off in (S, 16 * S, 64 * S):
-                    lo_r, up_r = _rcall(c, r, off)
-                    band = max(band, INF if lo_r is None else up_r - lo_r)
-                if band > _TOP_BAND:
-                    wide.append((band, r))
-            if not wide:
-                break
-            wide.sort(reverse=True)
-            fill(sorted(set(c.rpts) | {r for _, r in wide[:_TOP_POINTS - len(c.rpts)]}))
-
-
-def _rcall(c: _Chunk, r: int, off: int) -> tuple[int | None, int]:
-    """(lower or ``None``, upper) of the shorter call of ``r`` queries at ``off`` (``FastPeak._top_step``):
-    at a point, its bounds; between two points of one item structure, the chord of the upper bounds above
-    and, below, the larger tangent: from the left point's lower bound with the slope of the secant from
-    the point before it (a convex function's secants from the left are never steeper), and from the right
-    point's lower bound with the secant to the point after it (never less steep)."""
-    pts = c.rpts
-    i = bisect_right(pts, r) - 1
-    a = pts[i]
-    la = c.rlo[i].at(off)
-    if a == r:
-        return la, c.rup[i].at(off)
-    if not c.rseg[i]:  # the structure changes between the points: no bound from them
-        return None, c.calls[-1].at(off)
-    b = pts[i + 1]
-    ua, ub = c.rup[i].at(off), c.rup[i + 1].at(off)
-    up = ua + -(-(ub - ua) * (r - a) // (b - a))
-    lo = la
-    if i and c.rseg[i - 1]:
-        z = pts[i - 1]
-        s = (la - c.rup[i - 1].at(off)) / (a - z)
-        if s > 0:
-            lo = la + int(s * (r - a))
-    if c.rseg[i + 1]:
-        lb = c.rlo[i + 1].at(off)
-        d = pts[i + 2]
-        s = (c.rup[i + 2].at(off) - lb) / (d - b)
-        v = lb - int(s * (b - r)) - 1
-        if v > lo:
-            lo = v
-    return lo, up
 
 
 def _chord(grid: list[int], vals: list[int], q: int, slack: int) -> int:

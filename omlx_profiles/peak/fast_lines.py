@@ -64,9 +64,10 @@ class CallModel:
 
     def reach(self, S: int, last: bool = False) -> int:
         """``reach(S)``; for a prompt without a cached prefix, the chunk calls' own capacity phases: the
-        history is then fixed (``cycle_reach``). The last token: any phase (``reach``)."""
-        if self.fresh_history and not last:
-            return cycle_reach(S)
+        history is then fixed (``cycle_reach``). The last token follows one more call, which either fits (fewer
+        rows left) or grows by its own step (fewer than 256 left past it): at most ``cycle_reach + 255``."""
+        if self.fresh_history:
+            return cycle_reach(S) if not last else min(reach(S), cycle_reach(S) + STEP - 1)
         return reach(S)
 
     def grows(self, Q: int, S: int) -> bool:
