@@ -57,14 +57,14 @@ def test_bound_never_below_the_exact_total(backend):
 
 
 def test_fits_is_microseconds_warm_for_any_length():
-    """Warm = the Estimator has answered once for this chunk size (its bounds are built), NOT this length:
+    """Warm = the Estimator's bounds for this chunk size are built (``prepare``), NOT this length:
     prompt lengths never seen before are decided by the bounds. A length whose total sits between the lower
     and the upper bound replays once (then memoized): few of them, so the mean stays in microseconds."""
     import random
 
     p = default_registry().resolve("meta-llama/Llama-3.1-8B-Instruct").profile
     e = Estimator(p)
-    e.fits(Request(1000), 64 << 30, weights_bytes=16 << 30)  # per-profile precompute (cached = 0, chunk 2048)
+    assert e.prepare(2048)  # per-profile precompute (an engine's start-up)
     rng = random.Random(7)
     lengths = rng.sample(range(1, 131073), 300)
     t = time.perf_counter()
@@ -83,7 +83,7 @@ def test_fits_at_the_exact_total_decides_without_replaying():
 
     p = default_registry().resolve("meta-llama/Llama-3.1-8B-Instruct").profile
     e, ref = Estimator(p), Estimator(p)
-    e.fits(Request(1000), 64 << 30)  # warm
+    assert e.prepare(2048)
     rng = random.Random(11)
     lengths = rng.sample(range(2, 131073), 30) + [2 * 2048 + 1 + r for r in (1793, 1900, 2000, 2047)]
     for n in lengths:
@@ -95,6 +95,7 @@ def test_fits_at_the_exact_total_decides_without_replaying():
         if not v.fits:  # the exact total fits this budget: only the margin may refuse it
             lo, hi = e._bounds(Request(n), "metal", None, None, False)
             assert v.margin and lo <= total <= hi and hi - lo <= fit_margin(hi), (n, lo, total, hi)
+    assert not e.prepare(2048, backend="cuda")  # CUDA: no bound holds, every verdict is the exact replay
 
 
 def test_defaults_are_the_cli_s_and_said():
