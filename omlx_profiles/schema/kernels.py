@@ -171,6 +171,11 @@ class FastOps(Strict):
     rms_norm: FastOpCost | None = None
     rope: FastOpCost | None = None
     layer_norm: FastOpCost | None = None
+    rope_output_spans_input: bool = Field(
+        False, description="the fused RoPE kernel, given an input it cannot donate, allocates the input's "
+                           "data_size with the input's strides: for a column view of a fused q|k|v projection "
+                           "that is the fused buffer's span from the view's first element to its last, not the "
+                           "view's own width (MLX CUDA rope.cu)")
 
 
 class RouteTable(Strict):

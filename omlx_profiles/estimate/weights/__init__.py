@@ -17,11 +17,18 @@ Two answers, always labelled:
   quantized parameter costs ``bits/8 + 2*dtype_bytes/group_size`` bytes (4-bit, group 64, bf16:
   0.5625). ``mxfp4`` / ``nvfp4`` / ``mxfp8`` keep a one-byte scale per group and no bias. mlx-lm's
   default convert quantizes every ``Linear`` and ``Embedding`` whose last dimension divides by the
-  group size — embeddings and the LM head included — and leaves norms and biases in the model dtype;
-  the norms are counted as ``(2 * num_layers + 1) * hidden_size`` parameters (two per block plus the
-  final one). MoE router gates (experts x hidden per MoE layer) are counted at 8 bits, as the families
-  whose ``quant_predicate`` keeps them there store them (qwen3_moe, qwen3_next, gpt_oss, ...): the upper
-  side for the rest (issue 14: the approximation must not fall under the checkpoint).
+  group size — embeddings and the LM head included — and leaves norms, biases and convolutions in the
+  model dtype; those are bounded from the dims (``from_profile._norm_params``: four norms, q/k norms and
+  attention / MLP / expert biases per block). A group that does not divide an input width leaves those
+  layers unquantized: then everything is counted unquantized. MoE router gates (experts x hidden per MoE
+  layer) are counted at 8 bits, group 64, as the families whose ``quant_predicate`` keeps them there store
+  them (qwen3_moe, qwen3_next, gpt_oss, ...): the upper side for the rest (issue 14: the approximation must
+  not fall under the checkpoint). A group nobody states (``-4bit`` ids, ``--weights-bits`` alone, a profile's
+  bits) is the smallest MLX allows for the mode (``quantization.BOUND_GROUP``: affine 32), not mlx-lm's
+  default 64. A VLM checkpoint's vision tower (config.json ``vision_config``, or the profile's
+  ``weights.vision_params``) is added unquantized (``vision.py``); missing tower dims make the weights
+  unknown, with the key named. Checked against real mlx-lm checkpoints of every mode and recipe and two
+  published VLM checkpoints: tests/test_weights_sweep.py.
 
 No parameter count known → ``bytes`` is ``None`` with the reason: never a guess.
 
