@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..dtypes import normalize_dtype
 from ..errors import InputError, UnsupportedError
+from ..files import user_path
 from .common import add_model_args, positive_int_arg, resolve_model
 
 MAX_CALIBRATE_TOKENS = 1 << 20
@@ -168,7 +169,7 @@ def run(args) -> int:
             raise InputError(f"--tokens {n:,}: calibrate measures at most {MAX_CALIBRATE_TOKENS:,} tokens (a prefill "
                              "that long takes hours; the estimator's terms are checked on shorter prompts)")
     if args.out and not args.no_save:  # checked before minutes of measuring, not after
-        out = Path(args.out).expanduser()
+        out = user_path(args.out, "--out")
         if out.exists() and not out.is_dir():
             raise InputError(f"--out {out}: is not a directory (calibrate writes <variant>.yaml inside it)")
     res = resolve_model(args)
@@ -218,7 +219,7 @@ def run(args) -> int:
                        for c in best["rows"]],
         })
     if not args.no_save:
-        out_dir = Path(args.out).expanduser() if args.out else calibration_dir() / backend
+        out_dir = user_path(args.out, "--out") if args.out else calibration_dir() / backend
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / f"{res.profile.name}{'-shrunk' if args.shrink else ''}.yaml"
         _write(path, backend, info, dt, points)

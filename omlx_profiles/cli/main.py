@@ -89,17 +89,19 @@ def _run(argv: list[str] | None) -> int:
     try:
         return int(args.func(args) or 0)
     except ProfileError as e:
-        for issue in e.issues:
-            print(f"error: {issue}", file=sys.stderr)
+        for issue in e.issues[:MAX_ISSUES]:
+            _say(f"error: {issue}")
+        if len(e.issues) > MAX_ISSUES:
+            _say(f"error: ... and {len(e.issues) - MAX_ISSUES} more issue(s)")
         return EXIT_FAIL
     except UnsupportedError as e:
-        print(str(e), file=sys.stderr)  # "unsupported: <why>": the class owns the prefix
+        _say(str(e))  # "unsupported: <why>": the class owns the prefix
         return EXIT_FAIL
     except (InputError, UnknownModelError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        _say(f"error: {e}")
         return EXIT_USAGE
     except OmlxProfilesError as e:
-        print(f"error: {e}", file=sys.stderr)
+        _say(f"error: {e}")
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -125,6 +127,18 @@ def _run(argv: list[str] | None) -> int:
         return EXIT_USAGE
     except Exception as e:  # the last line of defence: no traceback for users
         return _internal(e)
+
+
+#: One message is one readable line: a value quoted from a hostile file (a 1 MB tensor name, a dtype that
+#: is a list of a million items) is cut, with the count of what was left out.
+MAX_MESSAGE = 2000
+MAX_ISSUES = 200
+
+
+def _say(text: str) -> None:
+    if len(text) > MAX_MESSAGE:
+        text = text[:MAX_MESSAGE] + f"... ({len(text) - MAX_MESSAGE:,} more characters)"
+    print(text, file=sys.stderr)
 
 
 def _internal(e: BaseException) -> int:

@@ -42,7 +42,9 @@ def config_file(path: Path | str) -> Path:
     """The config.json a path names: the file itself, or ``DIR/config.json``."""
     from ..files import regular_file
 
-    p = Path(path).expanduser()
+    from ..files import user_path
+
+    p = user_path(path, "config")
     try:
         is_dir = p.is_dir()
     except (OSError, ValueError) as e:
