@@ -29,6 +29,19 @@ examples:
 
 
 class _Parser(argparse.ArgumentParser):
+    def _get_value(self, action, arg_string):
+        """An ``InputError`` from a type function keeps its sentence (argparse would print only
+        "invalid _token_list value"), and an integer of 5,000 digits is a usage error, not a crash."""
+        convert = self._registry_get("type", action.type, action.type)
+        if callable(convert):
+            try:
+                return convert(arg_string)
+            except InputError as e:
+                raise argparse.ArgumentError(action, str(e)) from None
+            except Exception:  # noqa: BLE001 - argparse's own handling below says it (ArgumentTypeError, ...)
+                pass
+        return super()._get_value(action, arg_string)
+
     def error(self, message):  # argparse's own usage errors: exit 2, one line, no traceback
         self.print_usage(sys.stderr)
         print(f"error: {message}", file=sys.stderr)

@@ -26,9 +26,18 @@ def budgets_arg(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _ascii_int(text: str) -> int:
+    """``int()`` also reads ``١``, ``３`` and ``1_000``; counts on the command line are ASCII digits (as in
+    ``units``), and at most 9 of them."""
+    t = text.strip()
+    if not (t.isascii() and t.isdigit() and len(t) <= 9):
+        raise ValueError(text)
+    return int(t)
+
+
 def split_arg(text: str) -> tuple[int, ...]:
     try:
-        out = tuple(int(s) for s in str(text).split(","))
+        out = tuple(_ascii_int(s) for s in str(text).split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected layer counts per rank like 31,30, got {text!r}") from None
     if any(v <= 0 for v in out):
@@ -38,7 +47,7 @@ def split_arg(text: str) -> tuple[int, ...]:
 
 def ranks_arg(text: str) -> int:
     try:
-        n = int(text)
+        n = _ascii_int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of ranks, got {text!r}") from None
     if not 1 <= n <= 1024:
