@@ -99,8 +99,11 @@ def _run(argv: list[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
+    from ..kv.work import work_limit
+
     try:
-        return int(args.func(args) or 0)
+        with work_limit():  # every command finishes or refuses within seconds (kv/work.py)
+            return int(args.func(args) or 0)
     except ProfileError as e:
         for issue in e.issues[:MAX_ISSUES]:
             _say(f"error: {issue}")
