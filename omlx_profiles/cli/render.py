@@ -301,8 +301,7 @@ def render_fit(fit: dict) -> str:
     if fit.get("max_context") and mt >= fit["max_context"]:
         more = fit.get("memory_max_tokens")
         out.append(f"  (the model's max_context is {tokens(fit['max_context'])}: memory is not what limits it"
-                   + (f"; memory alone would allow {'at least ' if more == fit.get('memory_search_limit') else ''}"
-                      f"{tokens(more)})" if more and more > mt else ")"))
+                   + (f"; memory alone would allow {tokens(more)})" if more and more > mt else ")"))
     out.append("")
     out.append(table(estimate_rows({**at, "budget_bytes": None}), [f"at {mt:,} tokens", "size", "bytes", "share"],
                      "lrrr"))

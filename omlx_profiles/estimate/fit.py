@@ -113,7 +113,7 @@ def compute_fit(res, req: FitRequest, budget: int, weights, reserve: int) -> dic
         mt = max_ctx
     at = estimate_at(res, mt, req, weights, budget, reserve)
     nxt = estimate_at(res, mt + STEP, req, weights, budget, reserve)
-    return {**base, "max_tokens": mt, "memory_max_tokens": memory_mt, "memory_search_limit": search,
+    return {**base, "max_tokens": mt, "memory_max_tokens": memory_mt,
             "limited_by": "max_context" if (max_ctx and memory_mt >= max_ctx) else "memory",
             "at_max": at,
             "next": {"tokens": mt + STEP, "total_bytes": nxt.get("total_bytes"), "fits": nxt.get("fits")},
