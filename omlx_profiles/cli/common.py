@@ -64,7 +64,7 @@ def resolve_model(args, query: str | None = None) -> Resolution:
         res = _from_config(local, args, reg)
         try:
             same = reg.resolve(query)
-        except LookupError:
+        except (LookupError, InputError):  # a directory name no id could have (control characters): no twin
             return res
         note = (f"{query!r} is a local {'directory' if local.is_dir() else 'file'}: its config.json is used, not "
                 f"the registry profile {same.profile.name!r} that the name also matches")

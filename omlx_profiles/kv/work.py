@@ -23,8 +23,9 @@ _left: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("omlx_p
 
 
 @contextlib.contextmanager
-def work_limit(calls: int = COMMAND_CALLS):
-    """Within the block, replays may charge at most ``calls`` prefill calls in all."""
+def work_limit(calls: int | None = None):
+    """Within the block, replays may charge at most ``calls`` (default ``COMMAND_CALLS``) prefill calls."""
+    calls = COMMAND_CALLS if calls is None else calls
     token = _left.set([calls, calls])
     try:
         yield
