@@ -386,15 +386,22 @@ def load_registry(extra_dirs: list[Path | str] | None = None, *, include_env: bo
         dirs = [user_path(d, "profiles directory") for d in (extra_dirs or [])]
     except TypeError as e:
         raise InputError(f"profile directories must be paths: {e}") from None
+    origin = {d: "--profiles" for d in dirs}
     if include_env:
         try:
-            dirs = env_profile_dirs() + dirs
-        except (RuntimeError, OSError, ValueError) as e:  # '~nosuchuser/...' cannot be expanded
+            env = env_profile_dirs()
+        except (InputError, OSError, ValueError) as e:  # a NUL in the list
             raise ProfileError([Issue("OMLX_PROFILES_PATH", None, "", f"cannot use this directory list: {e}")]) from None
+        origin.update({d: "OMLX_PROFILES_PATH" for d in env if d not in origin})
+        dirs = env + dirs
     for d in dirs:
-        found = profile_files(d)
-        if not found:  # a user directory that adds nothing is a mistake said, not an empty overlay
-            raise ProfileError([Issue(_shown_path(d), None, "", "profiles directory holds no profile files "
-                                      "(*.yaml / *.yml): nothing would be loaded from it")])
+        try:
+            found = profile_files(d)
+            if not found:  # a user directory that adds nothing is a mistake said, not an empty overlay
+                raise ProfileError([Issue(_shown_path(d), None, "", "profiles directory holds no profile files "
+                                          "(*.yaml / *.yml): nothing would be loaded from it")])
+        except ProfileError as e:  # say which setting named the directory
+            raise ProfileError([Issue(i.file, i.line, i.path, f"{i.message} (from {origin.get(d, '--profiles')})")
+                                for i in e.issues]) from None
         sources.append(found)
     return build_registry(sources, strict=strict)
