@@ -273,6 +273,24 @@ def test_calibrate_refuses_a_dangling_out_before_measuring(tmp_path, workdir):
 
 
 # --------------------------------------------------------------------------------------------------
+# verdicts past the model's context, sharded (mechanism: report.past_context, the single-machine rule,
+# applied to the sharded estimate and fit in cli/sharded.py)
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("model,parallel,tokens,budget,context", [(MODEL, "tensor", "64k", "200GB", 40960),
+                                                                    ("deepseek-v3", "pipeline", "200k", "1000TB", 163840)])
+def test_sharded_verdicts_stop_at_the_context(model, parallel, tokens, budget, context, workdir):
+    """``estimate --ranks 2`` said "fits on every rank" for 64k tokens of a 40k model; ``fit --ranks 2``
+    headlined 1,427,200 tokens."""
+    shard = ["--ranks", "2", "--parallel", parallel] + (["--weights", "700GB"] if model != MODEL else [])
+    r = run_main("estimate", model, "--tokens", tokens, "--budget", budget, *shard)
+    assert r.code == 1 and "PAST THE MODEL'S CONTEXT" in r.out and "fits on every rank" not in r.out, r.out + r.err
+    est = json.loads(run_main("estimate", model, "--tokens", tokens, "--budget", budget, *shard, "--json").out)
+    assert est["fits"] is False and est["past_context"]
+    fit = json.loads(run_main("fit", model, "--budget", budget, *shard, "--json").out)
+    assert fit["max_tokens"] == context < fit["memory_max_tokens"] and fit["at_max"]["tokens"] == context
+
+
+# --------------------------------------------------------------------------------------------------
 # the contract: none of the cases above reaches the catch-all
 # --------------------------------------------------------------------------------------------------
 def test_no_third_case_reaches_internal_error(tmp_path, workdir, monkeypatch):
