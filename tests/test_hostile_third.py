@@ -286,6 +286,8 @@ def test_sharded_verdicts_stop_at_the_context(model, parallel, tokens, budget, c
     assert r.code == 1 and "PAST THE MODEL'S CONTEXT" in r.out and "fits on every rank" not in r.out, r.out + r.err
     est = json.loads(run_main("estimate", model, "--tokens", tokens, "--budget", budget, *shard, "--json").out)
     assert est["fits"] is False and est["past_context"]
+    if model == MODEL:
+        return  # one sharded fit is enough (a 200GB budget on qwen3-8b searches to 4M tokens: seconds)
     fit = json.loads(run_main("fit", model, "--budget", budget, *shard, "--json").out)
     assert fit["max_tokens"] == context < fit["memory_max_tokens"] and fit["at_max"]["tokens"] == context
 
