@@ -21,6 +21,10 @@ QUANT_BITS = (2, 3, 4, 5, 6, 8)
 #: Group sizes MLX's quantized kernels take, per mode (``mx.quantize`` refuses others).
 MODE_GROUPS: dict[str, tuple[int, ...]] = {"affine": (32, 64, 128), "mxfp4": (32,), "nvfp4": (16,), "mxfp8": (32,)}
 MODE_BITS: dict[str, tuple[int, ...]] = {"affine": QUANT_BITS, "mxfp4": (4,), "nvfp4": (4,), "mxfp8": (8,)}
+#: The group an upper bound takes when a checkpoint's group is not known: the smallest ``mx.quantize`` accepts
+#: for the mode (more groups = more scales and biases). MLX 0.32 ``mlx/ops.cpp``: ``affine_quantize`` refuses
+#: groups other than 32 / 64 / 128; ``fp_quantize`` requires 16 for nvfp4 and 32 for mxfp4 / mxfp8.
+BOUND_GROUP: dict[str, int] = {m: min(g) for m, g in MODE_GROUPS.items()}
 KEYS = ("quantization", "quantization_config")
 
 
@@ -115,7 +119,10 @@ def read(config: dict, label: str = "config.json") -> tuple[Quantization | None,
                 overrides += 1
                 modules.append((str(name), None))
             elif isinstance(v, dict):
-                b2, g2, m2 = _settings(v, f"{where}[{name!r}]", mode)
+                # an entry without "mode" is affine whatever the base mode: mlx_lm.utils.load_model's class_predicate
+                # passes the entry to ``to_quantized(**entry)``, whose mode defaults to "affine" (mlx nn/layers/
+                # linear.py); mlx-lm's own 8-bit router override of an mxfp4 model is written that way
+                b2, g2, m2 = _settings(v, f"{where}[{name!r}]", "affine")
                 overrides += 1
                 modules.append((str(name), Quantization(b2, g2, m2)))
             else:

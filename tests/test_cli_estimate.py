@@ -60,7 +60,10 @@ def test_json_keys_and_table_agree():
 def test_quantized_id_and_weights_bits():
     _, out, _ = run_cli("estimate", "mlx-community/Llama-3.1-8B-Instruct-4bit", "--tokens", "1k", "--json")
     w = json.loads(out)["weights"]
-    assert (w["bits"], w["group_size"], w["exact"]) == (4, 64, False)
+    # "-4bit" states no group: the bound takes the smallest MLX allows (issue 14), and says so
+    assert (w["bits"], w["group_size"], w["exact"]) == (4, 32, False) and "not stated" in w["reason"]
+    _, out, _ = run_cli("estimate", "mlx-community/Llama-3.1-8B-Instruct-4bit-g64", "--tokens", "1k", "--json")
+    assert json.loads(out)["weights"]["group_size"] == 64
     _, out, _ = run_cli("estimate", LLAMA, "--tokens", "1k", "--weights-bits", "8", "--json")
     assert json.loads(out)["weights"]["bits"] == 8
     code, _, err = run_cli("estimate", LLAMA, "--tokens", "1k", "--weights-bits", "7")

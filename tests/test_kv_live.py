@@ -141,11 +141,6 @@ def _write_tally():
 
 
 
-def _state_shapes(profile, kind: str) -> list[tuple[list[int], str]]:
-    spec = profile.variant.layers.kinds[kind]
-    return [(list(t.shape), t.dtype) for t in spec.tensors]
-
-
 def compare(profile, live: list[dict], dtype: str, n: int, schedule: str, step: int,
             quant: KVQuant | None = None) -> tuple[int, list[str]]:
     """Per-layer comparison of the estimate with a live ``cache_report``; returns (layers compared, problems)."""
@@ -175,7 +170,7 @@ def compare(profile, live: list[dict], dtype: str, n: int, schedule: str, step: 
             if e.kind == "sliding" and (ch.get("max_size"), ch.get("keep", 0)) != (e.window, e.keep):
                 bad.append(f"{tag}: window/keep {e.window}/{e.keep} != live {ch.get('max_size')}/{ch.get('keep')}")
             if e.kind == "state":
-                want = [(shape, dtype if dt == "model" else dt) for shape, dt in _state_shapes(profile, est.kind)]
+                want = [(list(t.shape), dtype if t.dtype == "model" else t.dtype) for t in e.tensors]
                 have = [(a["shape"][1:], DTYPE_NAME.get(a["dtype"], a["dtype"])) for a in ch["arrays"]]
                 if want != have:
                     bad.append(f"{tag}: state tensors {want} != live {have}")
@@ -208,7 +203,7 @@ def test_resident_kv_per_layer(key):
 
 
 PATTERNED = sorted(p.name for p in REG
-                   if p.variant.layers.pattern is not None and len(set(p.layer_names)) > 1)
+                   if p.period is not None and len(set(p.layer_names)) > 1)
 
 
 @pytest.mark.parametrize("name", PATTERNED)
@@ -411,11 +406,8 @@ def test_group_size_must_divide_head_width():
 
 def _with_layout(profile, kinds: dict, types: list[str], mlx_model_type: str | None = None):
     """A copy of ``profile`` with another layer layout (for the wrapper/direct contrasts below)."""
-    from omlx_profiles.registry.profile import Profile
-
-    v = profile.variant.model_copy(update={"layers": Layers(kinds=kinds, types=types), "num_layers": len(types),
-                                           **({"mlx_model_type": mlx_model_type} if mlx_model_type else {})})
-    return Profile.from_variant(v, name=profile.name + "-relaid", family=profile.family)
+    return profile.relaid(Layers(kinds=kinds, types=types), name=profile.name + "-relaid",
+                          **({"mlx_model_type": mlx_model_type} if mlx_model_type else {}))
 
 
 def test_mistral3_wrapper_ignores_sliding_layers_but_ministral3_does_not():

@@ -24,12 +24,9 @@ ALLOWED: dict[str, tuple[int, str]] = {
                               "string with block-list fallbacks, written back as a layer string) and the wrapper list"),
     "extraction/from_config.py": (6, "the mistral3 wrapper reader (it dispatches on the text model_type and, having "
                                      "no make_cache, turns sliding layers full)"),
-    "mlxlm/to_config.py": (29, "profile -> mlx-lm config for the registry families' live tests: the table of "
-                               "builders (the second interpreter, live_config, covers recipes' tiny configs only)"),
-    "mlxlm/to_config_attention.py": (16, "the per-family builders of to_config (real dims from a profile)"),
-    "mlxlm/to_config_hybrid.py": (6, "the per-family builders of to_config (real dims from a profile)"),
-    "live/build.py": (26, "the live model builder's per-family head-dim and MLA tables (registry families)"),
-    "live/_resolve.py": (37, "the live resolver's per-family readers (registry families)"),
+    "live/_resolve.py": (9, "the mistral3 wrapper (inner args and text family by text model_type), nemotron_h's "
+                            "layer kinds (no recipe: its hand-written rule) and mlx-lm's lfm2-vl file-name quirk; "
+                            "every other family reads its layout and text args class from its module file"),
     "mlxlm/coverage.py": (3, "the lfm2-vl quirk (mlx-lm's module file is lfm2-vl.py, its model_type lfm2_vl "
                              "cannot load) and a named live route for gemma3_text"),
     "compat/uniform.py": (1, "the oMLX facade's uniform profile is llama-shaped: it names the module whose op "

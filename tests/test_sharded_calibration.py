@@ -67,15 +67,24 @@ def test_rank_kv_exact_and_peak_never_under(f, pt):
     assert BAND[0] <= op / pt.peak <= SAFE_CAP, f"{pt.model} {pt.tokens} rank {pt.shard['rank']}: {op / pt.peak:.3f}"
 
 
-# rank points still outside the band, and why (strict=False: Llama's ranks vary by repeat)
+# rank points still outside the band, and why
 OUT_OF_BAND = {
-    "llama-3.1-8b": "timing: the ranks held 2-9 graphs in flight, not the 11 of the graph cap (the GPU keeps up with "
-                    "half a layer's work), so the window is smaller than the cap's: 1.45-1.81, never under "
-                    "(benchmarks/cuda/README.md, Session 5)",
-    ("qwen3-30b-a3b", 8192): "1.151: the peak is chunk 0, whose 24 graphs the replay commits as traced (counts "
-                             "match), so the excess is in the bytes the 11-graph window holds (the SwitchGLU's sorted "
-                             "and unsorted token copies, 1.38 GiB each in the window), not in the graph ends; not "
-                             "identified (32k's peak is a later chunk: 1.10)",
+    "llama-3.1-8b": "timing: a rank's chunk is 9-11 graphs, so the 11-graph cap holds the whole chunk, but the ranks "
+                    "held 2-9 in flight (the GPU kept up): 1.45-1.81, never under. Not a bound from MLX's source: "
+                    "all_sum on CUDA is captured into the graph being encoded as one child-graph node "
+                    "(distributed.cu: capture_context; nccl.cpp: ncclAllReduce on the encoder's stream), with no "
+                    "commit, stream or host synchronize, so a collective does not shorten the run-ahead; and the "
+                    "traced in-flight counts as the window would be UNDER in some chunks (0.79), so only the cap is safe. "
+                    "Only part timing: with a gpu_hog on both GPUs (session 6, twogpu_s6hog_rank*.json) the ranks held "
+                    "8-10 graphs in flight and measured 1.32-1.37, so the rest is the items' bytes per graph (~520-560 "
+                    "MiB per traced graph vs 682-748 replayed), as for Qwen3-30B-A3B below",
+    ("qwen3-30b-a3b", 8192): "1.151, the op model's bytes per graph, not the first chunk: the traced rank commits 2 "
+                             "layers per 96-node graph in chunk 0 and holds 537 MiB per graph (launch-to-launch), "
+                             "the replay commits the same graphs at 621 MiB (1.16); chunk 1: 6020 vs 5260 MiB (1.14); "
+                             "one process, same model: 1.13-1.23 per chunk (commits_cold_qwen3.json). No allocation only chunk 0 "
+                             "makes: chunk 0 is the peak at 8k because its 11 graphs span 22 layers (11 attention "
+                             "kernels per layer vs 21 later) and little KV is held yet; at 32k the held KV dilutes "
+                             "the same excess to 1.10. Which items over-count ~42 MiB per layer is not identified",
 }
 
 
@@ -84,7 +93,8 @@ def _band_points():
     for p in POINTS:
         f, pt = p.values
         why = OUT_OF_BAND.get((pt.model, pt.tokens)) or OUT_OF_BAND.get(pt.model)
-        out.append(pytest.param(f, pt, id=p.id, marks=[pytest.mark.xfail(reason=why, strict=False)] if why else []))
+        # strict: the points are committed data, so a change that brings one into the band must say so here
+        out.append(pytest.param(f, pt, id=p.id, marks=[pytest.mark.xfail(reason=why, strict=True)] if why else []))
     return out
 
 
@@ -116,3 +126,49 @@ def test_rank_weights_never_under(f, pt):
     assert measured and w.bytes is not None
     assert w.bytes >= measured, f"{pt.model} rank {s['rank']}: {w.bytes} under {measured}"
     assert w.bytes <= measured * 1.02
+
+
+def _contention_runs():
+    """Session 6: Llama-3.1-8B's ranks traced while a ``gpu_hog.py`` loaded each GPU (run_s6_twogpu.sh), two
+    repeats per length: (meta, model, tokens, repeats' traced chunks)."""
+    import json
+    from pathlib import Path
+
+    res = Path(__file__).resolve().parents[1] / "benchmarks" / "cuda" / "results"
+    out = []
+    for f in sorted(res.glob("twogpu_s6hog_rank*.json")):
+        d = json.loads(f.read_text())
+        for name, rec in d["models"].items():
+            by_len: dict[int, list] = {}
+            for t in rec["traced"]:
+                by_len.setdefault(t["tokens"], []).append(t["chunks"])
+            for tokens, reps in sorted(by_len.items()):
+                out.append(pytest.param(d["meta"], name, tokens, reps, id=f"{name}:r{d['meta']['rank']}:{tokens}"))
+    return out
+
+
+def _idle_point(model, tokens, rank):
+    for p in POINTS:
+        f, pt = p.values
+        if "sharded-s6" in str(f.path) and (pt.model, pt.tokens, pt.shard["rank"]) == (model, tokens, rank):
+            return f, pt
+    raise LookupError((model, tokens, rank))
+
+
+CONTENTION = (1.00, 1.40)
+
+
+@pytest.mark.parametrize("meta,model,tokens,reps", _contention_runs())
+def test_llama_ranks_under_gpu_contention(meta, model, tokens, reps):
+    """With both GPUs slowed the host gets further ahead (8-10 graphs in flight in the higher repeat) and a
+    rank's peak rises toward the estimate: never under it, within ``CONTENTION``, and closer than the same
+    point measured idle (the timing part of the idle over-estimate). Highest repeat, as the calibration
+    points; the traced chunks' peaks are MiB to 0.1 (rounding added to the measurement)."""
+    assert len(_contention_runs()) == 4
+    f, pt = _idle_point(model, tokens, meta["rank"])
+    est = _estimate(f, pt)[1]
+    measured = max(c["peak_over_baseline_mib"] for chunks in reps for c in chunks) * 2**20
+    assert max(c["most_in_flight_at_launch"] for chunks in reps for c in chunks) >= 9
+    r = est / (measured + 0.05 * 2**20)
+    assert CONTENTION[0] <= r <= CONTENTION[1], f"{model} {tokens} rank {meta['rank']}: {r:.3f}"
+    assert r < est / pt.peak, f"idle {est / pt.peak:.3f} vs contended {r:.3f}"

@@ -185,16 +185,18 @@ def test_mlx_quantized_checkpoint_exact_and_formula():
 
 def test_asked_bits_on_unquantized_dir_uses_real_shapes(tmp_path, llama):
     d, expected = model_dir(tmp_path)
-    w = estimate_weights(llama, bits=4, model_dir=d)
-    assert not w.exact and w.bits == 4 and w.group_size == 64
-    tensors, _ = _tiny_tensors()
-    want = 0
-    for name, a in tensors.items():
-        if a.ndim >= 2 and name.endswith(".weight") and a.shape[-1] % 64 == 0:
-            want += a.size // 2 + (a.size // 64) * 4
-        else:
-            want += a.nbytes
-    assert w.bytes == want
+    # no group asked: the smallest group MLX's affine quantize takes (32: most scales and biases), the bound
+    for group, expect_group in ((None, 32), (64, 64), (128, 128)):
+        w = estimate_weights(llama, bits=4, model_dir=d, group_size=group)
+        assert not w.exact and w.bits == 4 and w.group_size == expect_group
+        tensors, _ = _tiny_tensors()
+        want = 0
+        for name, a in tensors.items():
+            if a.ndim >= 2 and name.endswith(".weight") and a.shape[-1] % expect_group == 0:
+                want += a.size // 2 + (a.size // expect_group) * 4
+            else:
+                want += a.nbytes
+        assert w.bytes == want
     # bf16 asked of a bf16 checkpoint is the checkpoint itself: exact
     assert estimate_weights(llama, bits=16, model_dir=d).exact
 
@@ -299,15 +301,22 @@ def test_profile_bf16_and_quantized(reg, llama):
     p = llama.profile.weights.params
     w = estimate_weights(llama)
     assert (w.bytes, w.exact, w.label) == (2 * p, False, "approximate")
+    # "-4bit" names no group: counted at group 32, the smallest MLX's affine quantize takes (an upper bound over
+    # mlx-lm's default 64, which a --q-group-size 32 conversion does not follow)
     q4 = estimate_weights(reg.resolve("mlx-community/Llama-3.1-8B-Instruct-4bit"))
-    norms = (2 * 32 + 1) * 4096
-    groups = -(-(p - norms) // 64)
+    # kept in bf16, bounded from the dims (Llama-3.1-8B: h 4096, 32 blocks, 32 / 8 heads of 128, MLP 14336): per
+    # block four norms, q/k norms, q/k/v/o biases, MLP biases; and the final norm
+    norms = 32 * (4 * 4096 + 2 * 128 + (32 + 2 * 8) * 128 + 4096 + 2 * 14336 + 4096) + 4096
+    groups = -(-(p - norms) // 32)
     assert q4.bytes == (p - norms) // 2 + groups * 4 + norms * 2
-    assert (q4.bits, q4.group_size, q4.mode) == (4, 64, "affine")
-    # within a few per mille of 0.5625 bytes per parameter
-    assert abs(q4.bytes / p - 0.5625) < 0.001
+    assert (q4.bits, q4.group_size, q4.mode) == (4, 32, "affine") and "not stated" in q4.reason
+    # within a few per mille of 0.625 bytes per parameter
+    assert abs(q4.bytes / p - 0.625) < 0.001
     q8 = estimate_weights(reg.resolve("mlx-community/Llama-3.1-8B-Instruct-8bit"))
-    assert abs(q8.bytes / p - 1.0625) < 0.001
+    assert abs(q8.bytes / p - 1.125) < 0.001
+    # a group the id states is taken as stated
+    g64 = estimate_weights(reg.resolve("mlx-community/Llama-3.1-8B-Instruct-4bit-g64"))
+    assert g64.group_size == 64 and abs(g64.bytes / p - 0.5625) < 0.001
     mx4 = estimate_weights(reg.resolve("mlx-community/Llama-3.1-8B-Instruct-mxfp4"))
     assert (mx4.mode, mx4.group_size) == ("mxfp4", 32) and abs(mx4.bytes / p - (0.5 + 1 / 32)) < 0.001
     assert estimate_weights(llama, bits=4, group_size=32).group_size == 32

@@ -19,31 +19,20 @@ Writes ``$OUT/mla_<tag>.json``.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
-import time
 from pathlib import Path
 
 import mlx.core as mx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import measure_peaks as MP  # noqa: E402
-
-GiB = 2**30
+import probe_common as PC  # noqa: E402
 
 
 def cases(H, L, kLs, nope=128, rope=64, vd=128, rank=512, dt=mx.bfloat16, repeats=2, deadline=1e12, t0=0.0):
-    key = mx.random.key(3)
+    rnd = PC.random_of(3, dt)
     out = []
-
-    def rnd(*shape):
-        return mx.random.normal(shape, key=key).astype(dt)
-
-    for kL in kLs:
-        if time.time() - t0 > deadline:
-            break
+    for kL in PC.within(kLs, deadline, t0):
         sc = H * L * kL * mx.zeros((), dt).itemsize
         rows = mx.arange(kL - L, kL)[:, None]
         cols = mx.arange(kL)[None]
@@ -77,83 +66,46 @@ def cases(H, L, kLs, nope=128, rope=64, vd=128, rank=512, dt=mx.bfloat16, repeat
 
         for label, fn in [("pe_matmul", pe_matmul), ("pe_where", pe_where), ("sdpa_headmask(evaluated mask)", sdpa_headmask),
                           ("pe_where+sdpa_headmask", sdpa_headmask_fresh), ("sdpa_causal(same q/k/v)", sdpa_causal)]:
-            r = MP.measure(fn, repeats)
-            row = {"case": label, "H": H, "L": L, "kL": kL, "scores_bytes": sc,
-                   "transient": max(x["transient"] for x in r), "in_scores": round(max(x["transient"] for x in r) / sc, 3),
-                   "ms": [x["ms"] for x in r]}
-            print(json.dumps(row), flush=True)
-            out.append(row)
+            out.append(PC.measured(fn, repeats, {"case": label, "H": H, "L": L, "kL": kL, "scores_bytes": sc},
+                                   sc, "in_scores"))
         del q_pe, k_pe, q_nope, k, v, add, mask
         MP.settle()
     return out
 
 
-def module_case(name, kLs, L, repeats=2, deadline=1e12, t0=0.0, smoke=False):
-    """layers[0].self_attn of the model alone, with a KVCache already holding kL - L rows."""
-    from mlx_lm.models.base import create_attention_mask
+def _latent_cache(model, cfg, kL, L):
+    """A KVCache holding kL - L latent rows; each call runs on a fresh copy of that state."""
     from mlx_lm.models.cache import KVCache
 
-    cfg = MP.load_config(name)
-    cfg = MP.shrink_config(cfg) if smoke else dict(cfg)
-    cfg["num_hidden_layers"] = 1
-    model, _ = MP.build_model(cfg)
-    attn = model.layers[0].self_attn
-    h = cfg["hidden_size"]
-    lat = cfg["kv_lora_rank"]
-    rope = cfg["qk_rope_head_dim"]
-    out = []
-    for kL in kLs:
-        if time.time() - t0 > deadline:
-            break
-        c = KVCache()
-        if kL > L:
-            c.update_and_fetch(mx.random.normal((1, 1, kL - L, lat)).astype(MP.DTYPE),
-                               mx.random.normal((1, 1, kL - L, rope)).astype(MP.DTYPE))
-            mx.eval(c.keys, c.values)
-        x = mx.random.normal((1, L, h)).astype(MP.DTYPE)
-        mx.eval(x)
-        mask = create_attention_mask(x, c, return_array=True)
-        mx.eval(mask)
+    c = KVCache()
+    if kL > L:
+        c.update_and_fetch(mx.random.normal((1, 1, kL - L, cfg["kv_lora_rank"])).astype(MP.DTYPE),
+                           mx.random.normal((1, 1, kL - L, cfg["qk_rope_head_dim"])).astype(MP.DTYPE))
+        mx.eval(c.keys, c.values)
 
-        def fn():
-            # one call on a fresh copy of the cache state, so repeats see the same kL
-            cc = KVCache()
-            if c.keys is not None:
-                cc.keys, cc.values, cc.offset = c.keys, c.values, c.offset
-            return attn(x, mask, cc)
+    def step(attn, x, mask):
+        cc = KVCache()
+        if c.keys is not None:
+            cc.keys, cc.values, cc.offset = c.keys, c.values, c.offset
+        return attn(x, mask, cc)
 
-        r = MP.measure(fn, repeats)
-        sc = cfg["num_attention_heads"] * L * kL * 2
-        row = {"case": f"{name} layers[0].self_attn", "L": L, "kL": kL, "scores_bytes": sc,
-               "transient": max(x["transient"] for x in r), "in_scores": round(max(x["transient"] for x in r) / sc, 3),
-               "ms": [x["ms"] for x in r]}
-        print(json.dumps(row), flush=True)
-        out.append(row)
-        del c, x, mask
-        MP.settle()
-    del model, attn
-    MP.settle()
-    return out
+    return c, step
+
+
+def module_case(name, kLs, L, repeats=2, deadline=1e12, t0=0.0, smoke=False):
+    """layers[0].self_attn of the model alone, with a KVCache already holding kL - L rows."""
+    return PC.module_sweep(name, kLs, L, _latent_cache, ("scores_bytes", "in_scores"), repeats=repeats,
+                           deadline=deadline, t0=t0, smoke=smoke)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tag", default="run")
-    ap.add_argument("--out", default=os.environ.get("OUT", "out"))
-    ap.add_argument("--smoke", action="store_true", help="tiny shapes (CPU check of the script)")
-    ap.add_argument("--deadline", type=float, default=120.0)
-    ap.add_argument("--module", default="deepseek-v3-8l-16e", help="config name for the attention-module case")
-    a = ap.parse_args()
-    t0 = time.time()
-    res = {"mlx": mx.__version__, "device": str(mx.default_device())}
-    if a.smoke:
-        res["ops"] = cases(4, 64, [128, 256], dt=mx.float32, repeats=1)
-        res["module"] = module_case(a.module, [256], 64, repeats=1, smoke=True)
-    else:
-        res["ops"] = cases(128, 2048, [8192, 32768], deadline=a.deadline, t0=t0)
-        res["module"] = module_case(a.module, [8192, 32768], 2048, deadline=a.deadline, t0=t0)
-    Path(a.out).mkdir(parents=True, exist_ok=True)
-    (Path(a.out) / f"mla_{a.tag}.json").write_text(json.dumps(res))
+    a = PC.parse_args(__doc__, deadline=120.0, module="deepseek-v3-8l-16e",
+                      module_help="config name for the attention-module case")
+    PC.run(a, "mla",
+           lambda: {"ops": cases(4, 64, [128, 256], dt=mx.float32, repeats=1),
+                    "module": module_case(a.module, [256], 64, repeats=1, smoke=True)},
+           lambda t0: {"ops": cases(128, 2048, [8192, 32768], deadline=a.deadline, t0=t0),
+                       "module": module_case(a.module, [8192, 32768], 2048, deadline=a.deadline, t0=t0)})
 
 
 if __name__ == "__main__":

@@ -155,9 +155,7 @@ def fill_from_yaml(profile: Profile, yp: Profile, yaml_where: dict[str, str]) ->
     if not changed and not yp.ids:
         return profile, notes
     ids = tuple(dict.fromkeys((*profile.ids, *yp.ids)))
-    variant = profile.variant.model_copy(update=changed) if profile.variant is not None else None
-    return dataclasses.replace(profile, provenance=prov, ids=ids, aliases=tuple(yp.aliases), variant=variant,
-                               **changed), notes
+    return dataclasses.replace(profile, provenance=prov, ids=ids, aliases=tuple(yp.aliases), **changed), notes
 
 
 # --------------------------------------------------------------------------------------------------

@@ -13,10 +13,15 @@ Only ``omlx_profiles.live`` imports this module; it imports mlx_lm.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib
 from typing import Any
 
 from mlx_lm.utils import _get_classes
+
+from ..mlxlm.recipe_files import module_files
+from ..mlxlm.recipe_layout import layer_kind_names
+from ..mlxlm.recipes import reader_for, recipes
 
 #: Keys under which multimodal wrappers keep the language model's config.
 WRAPPER_KEYS = ("text_config", "language_config", "llm_config")
@@ -52,27 +57,29 @@ def text_dict(config: dict) -> dict:
     return config
 
 
+def _text_args_class(module: str) -> str | None:
+    """``'pkg.Class'`` of the args class a wrapper module hands its text config to, from the module's file
+    (``profiles/mlx_lm/<module>.yaml``: ``args.class`` of its recipe or of the recipe it wraps); None when the
+    file has no text recipe."""
+    f = module_files().get(module)
+    if f is None or f.text is None or f.args is None:
+        return None
+    return f.args.cls
+
+
 def _inner_args_class(module: str, text_model_type: str | None):
-    """The args class a wrapper module hands its text_config to (read from each wrapper)."""
-    if module == "gemma3":
-        from mlx_lm.models import gemma3_text
-
-        return gemma3_text.ModelArgs
-    if module in ("lfm2-vl",):
-        from mlx_lm.models import lfm2
-
-        return lfm2.ModelArgs
-    if module in ("qwen3_5", "qwen3_5_moe"):
-        from mlx_lm.models import qwen3_5
-
-        return qwen3_5.TextModelArgs
-    if module == "mistral3":
+    """The args class a wrapper module hands its text_config to."""
+    if module == "mistral3":  # picks its inner module by the text model_type (hand-written wrapper)
         from mlx_lm.models import llama, ministral3, mistral4
 
         return {"ministral3": ministral3.ModelArgs, "mistral4": mistral4.ModelArgs}.get(
             text_model_type, llama.ModelArgs
         )
-    return None
+    cls = _text_args_class(module)
+    if cls is None:
+        return None
+    pkg, name = cls.rsplit(".", 1)
+    return getattr(importlib.import_module(f"mlx_lm.models.{pkg}"), name)
 
 
 def text_args(config: dict) -> Any:
@@ -108,54 +115,33 @@ def text_family(config: dict) -> str:
     inner = text_dict(config)
     if inner is config:
         return module
-    if module == "gemma3":
-        return "gemma3_text"
-    if module == "lfm2-vl":
-        return "lfm2"
-    if module in ("qwen3_5", "qwen3_5_moe"):
-        return "qwen3_5"
-    if module == "llama4":
-        return "llama4"
     if module == "mistral3":
         mt = inner.get("model_type")
         return mt if mt in ("ministral3", "mistral4") else "llama"
-    return module
+    cls = _text_args_class(module)  # the text stack is the module of its args class (gemma3 -> gemma3_text)
+    return cls.split(".", 1)[0] if cls is not None else module
 
 
 def layer_kinds(config: dict) -> list[str]:
-    """Attention kind of every layer of the text stack, as mlx-lm will lay it out.
+    """The kind of every layer of the text stack, as mlx-lm will lay it out.
 
-    Kinds: ``full``, ``sliding``, ``chunked`` (llama4), ``linear`` (gated DeltaNet),
-    ``mamba``/``mlp``/``moe`` (nemotron_h chars M/-/E), ``conv`` (lfm2), ``mla``. This is the
-    layer *pattern* (what ``shrink_config(layers=...)`` must keep), not the cache class: the
-    mistral3 wrapper, for instance, still builds sliding layers (masks) but gives them KVCache.
+    Read by the text family's module recipe (``profiles/mlx_lm/<module>.yaml``: its layout over mlx-lm's
+    *effective* args, so a defaulted pattern counts) with the recipe's kind names (``full``, ``sliding``,
+    ``linear``, ``conv``, ...). This is the layer *pattern* (what ``shrink_config(layers=...)`` must keep),
+    not the cache class: the mistral3 wrapper, for instance, still builds sliding layers (masks) but gives
+    them KVCache. nemotron_h (no recipe: its hand-written rule) reads ``hybrid_override_pattern``, whose
+    MLP and MoE characters are distinct kinds here (the prefix must keep both).
     """
     family = text_family(config)
     a = text_args(config)
     n = getattr(a, "num_hidden_layers", None)
-    if family in ("llama", "smollm3", "ministral3", "gpt_oss", "mistral4"):
-        types = list(a.layer_types) if getattr(a, "layer_types", None) else None
-        if types is None and family == "gpt_oss":
-            types = ["sliding_attention", "full_attention"] * (n // 2)
-        if types is None:
-            types = ["full_attention"] * n
-        return ["sliding" if t == "sliding_attention" else "full" for t in types]
-    if family == "gemma3_text":
-        p = a.sliding_window_pattern
-        return ["full" if i % p == p - 1 else "sliding" for i in range(n)]
-    if family in ("qwen3_next", "qwen3_5"):
-        k = a.full_attention_interval
-        return ["full" if (i + 1) % k == 0 else "linear" for i in range(n)]
-    if family == "llama4":
-        return ["full" if (i + 1) % 4 == 0 else "chunked" for i in range(n)]
+    rec = recipes().get(family)
+    if rec is not None:
+        data = {f.name: getattr(a, f.name) for f in dataclasses.fields(a)} if dataclasses.is_dataclass(a) else vars(a)
+        return layer_kind_names(rec, reader_for(rec, data, label=f"mlx-lm {family} args"))[0]
     if family == "nemotron_h":
-        chars = {"M": "mamba", "*": "full", "-": "mlp", "E": "moe"}
+        chars = {"M": "state", "*": "full", "-": "mlp", "E": "moe"}
         return [chars[c] for c in a.hybrid_override_pattern]
-    if family == "lfm2":
-        idx = set(a.full_attn_idxs)
-        return ["full" if i in idx else "conv" for i in range(n)]
-    if family in ("deepseek_v2", "deepseek_v3", "deepseek_v32"):
-        return ["mla"] * n
     return ["full"] * n
 
 

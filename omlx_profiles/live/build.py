@@ -8,7 +8,11 @@ made of; ``build_model`` then builds the model through mlx-lm's own classes with
 weights (nothing is downloaded).
 
 What ``shrink_config`` PRESERVES (written back explicitly with mlx-lm's effective value, so a
-key that was absent and defaulted inside mlx-lm is now explicit and cannot drift):
+key that was absent and defaulted inside mlx-lm is now explicit and cannot drift). Which rule a text
+family follows is read from its module file (``profiles/mlx_lm/<module>.yaml``, ``live.shrink`` marks
+the families it may shrink): ``args.head_dim`` (derived or not), ``mla`` (the ranks to keep), a state
+array over ``hidden_size``, ``attention.num_kv_heads`` over the query heads; the families below are
+today's, as examples:
 
 * every family: ``num_key_value_heads``, the attention head dim (as mlx-lm computes it, see
   below), the layer pattern (``layer_types``, ``sliding_window``, ``sliding_window_pattern``,
@@ -56,23 +60,60 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten, tree_map_with_path
 
+from ..mlxlm.recipe_files import module_files
+from ..schema import formula
 from ._resolve import get_classes, layer_kinds, min_layers, text_args, text_dict, text_family
 
-# --- how each text family gets its attention head dim in mlx-lm 0.32.2 --------------------
-#: head_dim optional, fallback hidden // heads: set it explicitly, then hidden is free.
-_HD_OPTIONAL = {"llama", "smollm3", "ministral3", "qwen3_5", "nemotron_h"}
-#: head_dim is an explicit field (required or defaulted): hidden is free.
-_HD_EXPLICIT = {"qwen3", "qwen3_moe", "qwen3_next", "gemma2", "gemma3_text", "gpt_oss", "llama4"}
-#: no head_dim field: head_dim = hidden // heads, so hidden = heads * head_dim.
-_HD_DERIVED = {"qwen2", "phi3", "mixtral"}
-#: hidden_size is itself a cache dim.
-_HIDDEN_IN_CACHE = {"lfm2"}
-#: Multi-head latent attention: the cache is kv_lora_rank + qk_rope_head_dim (v3) or expanded.
-_MLA = {"deepseek_v2", "deepseek_v3", "deepseek_v32"}
-#: families whose query-head count is a cache dim.
-_Q_HEADS_IN_CACHE = {"deepseek_v2", "lfm2"}
+# --- how each text family keeps its cache dims, read from its module file (profiles/mlx_lm/) ----
 
-SUPPORTED_FAMILIES = _HD_OPTIONAL | _HD_EXPLICIT | _HD_DERIVED | _HIDDEN_IN_CACHE | _MLA
+
+@dataclass(frozen=True)
+class _Rule:
+    """What ``shrink_config`` must keep for one text family, from its module file: ``head``: ``head_dim``
+    (an explicit or optional field: set it, hidden is free), ``derived`` (head_dim = hidden // heads: hidden
+    = heads * head_dim), ``hidden`` (a state array is hidden_size wide: keep hidden and heads), ``mla``
+    (keep the ranks ``mla`` names); ``q_heads_in_cache``: the query-head count is a cache dim."""
+
+    head: str
+    q_heads_in_cache: bool
+    mla: tuple[str, ...]
+    widths: tuple[str, ...]
+    sets: dict
+    lengths: tuple[str, ...]  # per-layer lists mlx-lm checks against the depth (args.lengths)
+    pattern_default: bool  # mlx-lm fills layer_types with a pattern when the config has none
+
+
+def _rule(family: str) -> _Rule | None:
+    f = module_files().get(family)
+    if f is None or f.live.shrink is None:
+        return None
+    arrays = [a for spec in (f.kinds or {}).values() for k in (spec if isinstance(spec, list) else [spec])
+              for a in (k.arrays or [])]
+    if f.mla:
+        head = "mla"
+    elif any("hidden_size" in formula.keys(x) for a in arrays for x in a.shape):
+        head = "hidden"
+    elif f.args is not None and f.args.head_dim == "derived":
+        head = "derived"
+    else:
+        head = "head_dim"
+    att = f.attention.num_kv_heads if f.attention is not None else None
+    lt = getattr(f.layout, "layer_types", None)
+    return _Rule(
+        head=head,
+        q_heads_in_cache=head == "hidden" or (att is not None and "num_attention_heads" in formula.keys(att)),
+        mla=tuple(f.mla or ()),
+        widths=tuple(f.live.shrink.widths),
+        sets=dict(f.live.shrink.sets),
+        lengths=tuple(f.args.lengths) if f.args is not None else (),
+        pattern_default=lt is not None and lt.default is not None and not isinstance(lt.default, str),
+    )
+
+
+def supported_families() -> list[str]:
+    """Text families ``shrink_config`` has a rule for (``live.shrink`` in their module file)."""
+    return sorted(m for m, f in module_files().items() if f.live.shrink is not None)
+
 
 _INTERMEDIATE_KEYS = (
     "intermediate_size",
@@ -117,7 +158,8 @@ def shrink_config(
     ``q_heads`` that would change the cache.
     """
     family = text_family(config)
-    if family not in SUPPORTED_FAMILIES:
+    rule = _rule(family)
+    if rule is None:
         raise ValueError(f"shrink_config: no rule for text family {family!r}")
     eff = text_args(config)  # mlx-lm's own view, defaults filled in
     out = copy.deepcopy(config)
@@ -130,35 +172,32 @@ def shrink_config(
     # --- heads and hidden -------------------------------------------------------------
     n_q = eff.num_attention_heads
     n_kv = getattr(eff, "num_key_value_heads", None) or n_q
+    mla = rule.head == "mla"
     if q_heads is not None and q_heads != n_q:
-        if family in _Q_HEADS_IN_CACHE:
+        if rule.q_heads_in_cache:
             raise ValueError(f"{family}: num_attention_heads is a cache dim; q_heads refused")
-        if family not in _MLA and q_heads % n_kv:
+        if not mla and q_heads % n_kv:
             raise ValueError(f"q_heads={q_heads} is not a multiple of num_key_value_heads={n_kv}")
         n_q = q_heads
     t["num_attention_heads"] = n_q
-    if family in _MLA and q_heads is not None:
+    if mla and q_heads is not None:
         n_kv = n_q  # deepseek ignores num_key_value_heads; keep it consistent
     t["num_key_value_heads"] = n_kv
 
-    if family in _HD_OPTIONAL:
+    if rule.head == "head_dim":  # mlx-lm's rule where the field may be null: head_dim or hidden // heads
         t["head_dim"] = eff.head_dim or eff.hidden_size // eff.num_attention_heads
         t["hidden_size"] = hidden
-    elif family in _HD_EXPLICIT:
-        t["head_dim"] = eff.head_dim
-        t["hidden_size"] = hidden
-    elif family in _HD_DERIVED:
+    elif rule.head == "derived":
         t["hidden_size"] = n_q * (eff.hidden_size // eff.num_attention_heads)
-    elif family in _HIDDEN_IN_CACHE:
+    elif rule.head == "hidden":
         t["hidden_size"] = eff.hidden_size
-    elif family in _MLA:
+    else:
         t["hidden_size"] = hidden
-        for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
-            t[k] = getattr(eff, k)
-        if getattr(eff, "q_lora_rank", None):
-            t["q_lora_rank"] = min(eff.q_lora_rank, hidden)
-        if family == "deepseek_v32":
-            for k in ("index_head_dim", "index_n_heads", "index_topk"):
+        for k in rule.mla:
+            if k == "q_lora_rank":
+                if getattr(eff, k, None):
+                    t[k] = min(eff.q_lora_rank, hidden)
+            else:
                 t[k] = getattr(eff, k)
 
     # materialize pattern defaults that mlx-lm filled in
@@ -172,12 +211,14 @@ def shrink_config(
         v = t.get(k, getattr(eff, k, None))
         if isinstance(v, int) and v > 0:
             t[k] = min(v, intermediate)
-    if family == "lfm2":
-        t["block_ff_dim"] = intermediate
-        t["block_auto_adjust_ff_dim"] = False
+    for k in rule.widths:
+        t[k] = intermediate
+    t.update(rule.sets)
 
     t["vocab_size"] = vocab
-    if t is not out and (out.get("model_type") == "gemma3" or "vocab_size" in out):
+    top = module_files().get(out.get("model_type"))
+    if t is not out and ("vocab_size" in out or (top is not None and top.text is not None
+                                                 and "vocab_size" in top.text.from_top)):
         out["vocab_size"] = vocab  # gemma3's wrapper overwrites text_config.vocab_size
 
     cut_experts = False
@@ -213,21 +254,23 @@ def shrink_config(
                 "every layer kind (mlx-lm's gpt_oss, llama, lfm2, qwen3_5 and nemotron_h index "
                 "the first layer of each kind and fail without it)"
             )
-        _cut_depth(t, eff, family, n_new)
+        _cut_depth(t, eff, rule, n_new)
     return out
 
 
-def _cut_depth(t: dict, eff: Any, family: str, n: int) -> None:
-    """Keep the first ``n`` layers; cut per-layer lists so mlx-lm's length checks pass."""
+def _cut_depth(t: dict, eff: Any, rule: _Rule, n: int) -> None:
+    """Keep the first ``n`` layers; cut per-layer lists so mlx-lm's length checks pass (a list mlx-lm
+    filled itself - a layer_types pattern default, a list checked against the depth - is written out cut)."""
     t["num_hidden_layers"] = n
     for k in _PER_LAYER_LISTS:
         v = t.get(k, None)
-        if v is None and k == "layer_types" and family == "gpt_oss" and eff.layer_types:
+        if v is None and k == "layer_types" and rule.pattern_default and eff.layer_types:
             v = eff.layer_types
         if isinstance(v, (list, str)):
             t[k] = v[:n]
-    if family == "smollm3" and "no_rope_layers" not in t:
-        t["no_rope_layers"] = list(eff.no_rope_layers)[:n]
+    for k in rule.lengths:
+        if k not in t:
+            t[k] = list(getattr(eff, k))[:n]
     for k in _PER_LAYER_INDEXES:
         v = t.get(k)
         if isinstance(v, list):
@@ -386,7 +429,7 @@ def save_local(model: nn.Module, config: dict, path: str | Path) -> Path:
 
 __all__ = [
     "BuildInfo",
-    "SUPPORTED_FAMILIES",
+    "supported_families",
     "build_model",
     "cpu_only",
     "layer_kinds",

@@ -98,32 +98,22 @@ def _yaml_where(registry, name: str, path: tuple) -> str | None:
 # --------------------------------------------------------------------------------------------------
 
 
-def _kind_spec(profile: Profile, kname: str, j: int):
-    v = profile.variant
-    if v is None:
-        return None
-    spec = v.layers.kinds.get(kname)
-    if isinstance(spec, list):
-        return spec[j] if j < len(spec) else None
-    return spec
-
-
-def _width_fields(profile: Profile, kname: str, j: int, e: CacheEntry, sub: tuple) -> tuple[tuple, tuple, tuple]:
-    """The fields that decide (n_kv, key width, value width) of entry ``e`` of kind ``kname``."""
-    s = _kind_spec(profile, kname, j)
+def _width_fields(kname: str, e: CacheEntry, sub: tuple, v_head_dim: int | None) -> tuple[tuple, tuple, tuple]:
+    """The fields that decide (n_kv, key width, value width) of entry ``e`` of kind ``kname``: the kind's own
+    (``e.own``) where it states them, else the variant's."""
     base = ("layers", "kinds", kname) + sub
     if e.kind == "latent":
         return base + ("kind",), ("mla", "kv_lora_rank"), ("mla", "qk_rope_head_dim")
     if e.kind == "indexer":
-        w = base + ("head_dim",) if s is not None and getattr(s, "head_dim", None) else ("mla", "index_head_dim")
+        w = base + ("head_dim",) if "head_dim" in e.own else ("mla", "index_head_dim")
         return base + ("kind",), w, w
-    nkv = base + ("num_kv_heads",) if s is not None and s.num_kv_heads else ("num_kv_heads",)
-    kw = base + ("head_dim",) if s is not None and s.head_dim else ("head_dim",)
-    if s is not None and s.v_head_dim:
+    nkv = base + ("num_kv_heads",) if "num_kv_heads" in e.own else ("num_kv_heads",)
+    kw = base + ("head_dim",) if "head_dim" in e.own else ("head_dim",)
+    if "v_head_dim" in e.own:
         vw = base + ("v_head_dim",)
-    elif s is not None and s.head_dim:
+    elif "head_dim" in e.own:
         vw = base + ("head_dim",)
-    elif profile.v_head_dim:
+    elif v_head_dim:
         vw = ("v_head_dim",)
     else:
         vw = ("head_dim",)
@@ -188,7 +178,7 @@ def compare_layout(profile: Profile, layout: list[dict], *, act_dtype: str | Non
                     idx, "cache class")
                 continue
             if e.kind == "state":
-                _compare_state(profile, kname, j, sub, e, lv, act, idx, add)
+                _compare_state(kname, sub, e, lv, act, idx, add)
                 continue
             if e.kind == "none":  # a slot mlx-lm lists and nothing writes: it must stay empty
                 if lv.get("keys") or lv.get("values"):
@@ -198,7 +188,7 @@ def compare_layout(profile: Profile, layout: list[dict], *, act_dtype: str | Non
             if not k or not v:
                 add(("layers", "kinds", kname) + sub, "keys/values", "empty cache", idx, "no arrays after forward")
                 continue
-            f_nkv, f_k, f_v = _width_fields(profile, kname, j, e, sub)
+            f_nkv, f_k, f_v = _width_fields(kname, e, sub, profile.v_head_dim)
             n_kv, kw, vw = k["row_shape"][0], k["row_shape"][1], v["row_shape"][1]
             if n_kv != e.n_kv:
                 add(f_nkv, e.n_kv, n_kv, idx, f"{lv['class']} keys shape {_shape(k)}")
@@ -226,10 +216,8 @@ def compare_layout(profile: Profile, layout: list[dict], *, act_dtype: str | Non
     return out
 
 
-def _compare_state(profile, kname, j, sub, e: CacheEntry, lv: dict, act: str, idx: int, add) -> None:
+def _compare_state(kname, sub, e: CacheEntry, lv: dict, act: str, idx: int, add) -> None:
     arrays = [a for a in (lv.get("state") or []) if a is not None]
-    spec = _kind_spec(profile, kname, j)
-    tensors = list(getattr(spec, "tensors", []) or [])
     base = ("layers", "kinds", kname) + sub + ("tensors",)
     if len(arrays) != len(e.tensors):
         add(base, f"{len(e.tensors)} tensor(s)", f"{len(arrays)} array(s)", idx,
@@ -237,7 +225,7 @@ def _compare_state(profile, kname, j, sub, e: CacheEntry, lv: dict, act: str, id
         return
     for t_i, (t, a) in enumerate(zip(e.tensors, arrays)):
         shape = list(a["shape"][1:])
-        want_shape = list(tensors[t_i].shape) if t_i < len(tensors) else None
+        want_shape = list(t.shape) if t.shape else None  # a hand-built spec may give only the element count
         if want_shape is not None and want_shape != shape:
             add(base + (t_i, "shape"), want_shape, shape, idx, f"ArraysCache[{t_i}] of {t.name}")
         elif want_shape is None and prod(shape) != t.elements:

@@ -18,17 +18,20 @@ What is kept (the cache dims, taken from the profile's cache entries):
 * MLA: ``kv_lora_rank``, ``qk_rope_head_dim``, ``qk_nope_head_dim``, ``v_head_dim`` and the DSA
   indexer's ``index_head_dim`` (from ``profile.mla``); DeepSeek-V2's expanded cache also keeps
   ``num_attention_heads`` (it *is* the cached head count);
-* state caches: the config dims are solved back from the declared tensor shapes (see
-  ``_deltanet_dims``, ``_mamba2_dims``, ``_conv_dims``), so a shape that does not factor raises.
+* state caches: the config dims are solved back from the declared tensor shapes by the module's own
+  state formulas (``to_config_profile.solve_state``), so a shape that does not factor raises.
+
+Which keys a module reads, its constants and how it spells the layout are data: the ``to_config:`` block
+of ``profiles/mlx_lm/<module>.yaml`` (``schema.module_to_config``), read by ``to_config_write``.
 
 What is shrunk (``shrink=True``): hidden size (64) wherever the head width does not depend on it,
 every MLP / expert width (64), the expert count (<= 4) and top-k (<= 2), the vocabulary (512), the
 query-head count (down to the KV-head count; the cache never depends on it) - except where mlx-lm
-derives the head width from them: qwen2 / phi3 / mixtral (``head_dim = hidden / heads``, so
-``hidden = heads * head_dim``) and lfm2 (the conv state is ``hidden_size`` wide).
+derives the head width from them (``derived_head_dim``: ``hidden = heads * head_dim``) or the conv
+state is ``hidden_size`` wide (``heads_from_hidden``).
 
-``dense=True`` additionally replaces MoE blocks by dense MLPs where the family has a switch for it
-(``mlp_only_layers``, ``first_k_dense_replace``, ``num_experts = 0``). The cache does not change, but
+``dense=True`` additionally replaces MoE blocks by dense MLPs where the module has a switch for it
+(``to_config.moe.dense``: ``mlp_only_layers``, ``first_k_dense_replace``, ``num_experts = 0``). The cache does not change, but
 MLX's CPU ``gather_mm`` only runs in float32, so this is how a CPU run of an MoE family stays in bf16
 (and shows that a DeltaNet state is float32 *while* the conv window is bf16).
 
@@ -40,48 +43,33 @@ Only ``omlx_profiles.live`` may import mlx; this module itself needs nothing but
 """
 from __future__ import annotations
 
-from typing import Callable
-
 from ..registry.profile import Profile
-from .to_config_attention import (_Sizes, _gemma2, _gemma3, _gemma3_text, _gpt_oss, _llama, _ministral3, _mistral3,
-                                  _mixtral, _phi3, _qwen2, _qwen3, _qwen3_moe, _smollm3)
-from .to_config_hybrid import _deepseek_v2, _deepseek_v3, _deepseek_v32, _lfm2, _nemotron_h, _qwen3_5, _qwen3_next
+from .recipe_files import module_files
 from .to_config_profile import SynthError, cut_profile, layer_roles
+from .to_config_write import _Sizes, write_config
 
-__all__ = ["SynthError", "config_for_profile", "cut_profile", "layer_roles", "SYNTH_FAMILIES", "can_be_dense"]
+__all__ = ["SynthError", "config_for_profile", "cut_profile", "layer_roles", "synth_modules", "can_be_dense"]
 
 
-SYNTH_FAMILIES: dict[str, Callable[[_Sizes], dict]] = {
-    "llama": _llama,
-    "smollm3": _smollm3,
-    "ministral3": _ministral3,
-    "mistral3": _mistral3,
-    "qwen2": _qwen2,
-    "phi3": _phi3,
-    "mixtral": _mixtral,
-    "qwen3": _qwen3,
-    "qwen3_moe": _qwen3_moe,
-    "gemma2": _gemma2,
-    "gemma3_text": _gemma3_text,
-    "gemma3": _gemma3,
-    "gpt_oss": _gpt_oss,
-    "qwen3_next": _qwen3_next,
-    "qwen3_5": lambda s: _qwen3_5(s, "qwen3_5"),
-    "qwen3_5_moe": lambda s: _qwen3_5(s, "qwen3_5_moe"),
-    "deepseek_v2": _deepseek_v2,
-    "deepseek_v3": _deepseek_v3,
-    "deepseek_v32": _deepseek_v32,
-    "nemotron_h": _nemotron_h,
-    "lfm2": _lfm2,
-}
+def synth_modules() -> list[str]:
+    """The modules whose file has a ``to_config:`` block (a profile of theirs can be written back)."""
+    return sorted(m for m, f in module_files().items() if f.to_config is not None)
 
-#: families whose MoE blocks can be switched off by a config key (``dense=True``).
-_DENSE_SWITCH = {"qwen3_moe", "qwen3_next", "qwen3_5_moe", "deepseek_v2", "deepseek_v3", "deepseek_v32"}
+
+def _to_config(module: str):
+    """(the module's ``to_config`` block, the state arrays of its recipe) or (None, None)."""
+    f = module_files().get(module)
+    if f is None or f.to_config is None:
+        return None, None
+    arrays = [a for spec in (f.kinds or {}).values() for k in (spec if isinstance(spec, list) else [spec])
+              if k.cache == "state" for a in [k.arrays]]
+    return f.to_config, (arrays[0] if len(arrays) == 1 else None)
 
 
 def can_be_dense(profile: Profile) -> bool:
     """True when the model is dense already or ``dense=True`` can make it so (no gather_mm on the CPU)."""
-    return profile.moe is None or profile.mlx_model_type in _DENSE_SWITCH
+    tc, _ = _to_config(profile.mlx_model_type)
+    return profile.moe is None or (tc is not None and tc.moe is not None and tc.moe.dense is not None)
 
 
 def config_for_profile(profile: Profile, *, shrink: bool = True, layers: int | str | None = None,
@@ -91,12 +79,12 @@ def config_for_profile(profile: Profile, *, shrink: bool = True, layers: int | s
     ``shrink``: cut every width that does not reach the cache (see the module doc); ``False`` keeps the
     profile's real sizes (for a lazy full-size build) and raises ``SynthError`` when one is missing.
     ``layers``: as ``cut_profile`` (compute the estimate on ``cut_profile(profile, layers)``).
-    ``dense``: MoE blocks replaced by dense MLPs where the family has a switch (cache-neutral).
+    ``dense``: MoE blocks replaced by dense MLPs where the module has a switch (cache-neutral).
     """
     p = cut_profile(profile, layers)
-    builder = SYNTH_FAMILIES.get(p.mlx_model_type)
-    if builder is None:
+    tc, arrays = _to_config(p.mlx_model_type)
+    if tc is None:
         raise SynthError(
-            f"{p.name}: no synth rule for mlx-lm model_type {p.mlx_model_type!r} (known: {sorted(SYNTH_FAMILIES)})"
+            f"{p.name}: no synth rule for mlx-lm model_type {p.mlx_model_type!r} (known: {synth_modules()})"
         )
-    return builder(_Sizes(p, shrink, dense))
+    return write_config(tc, _Sizes(p, shrink, dense), p.mlx_model_type, arrays, _to_config)

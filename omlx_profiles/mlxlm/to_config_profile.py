@@ -1,8 +1,8 @@
 """Reading a resolved profile back for ``to_config``: cutting it shorter, each layer's role, its attention
 widths, window and state shapes, and the config dims a state shape factors into.
 
-Why apart: the per-family config builders (``to_config_attention``, ``to_config_hybrid``) all read the
-profile the same way; a layout they cannot express raises ``SynthError`` here, in one place.
+Why apart: the config writer (``to_config_write``) reads every profile the same way; a layout it
+cannot express raises ``SynthError`` here, in one place.
 """
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..registry.profile import CacheEntry, Profile
+from ..schema import formula
 
 
 class SynthError(ValueError):
@@ -33,9 +34,8 @@ def cut_profile(profile: Profile, layers: int | str | None) -> Profile:
     if layers is None:
         return profile
     names = profile.layer_names
-    lay = profile.variant.layers if profile.variant is not None else None
-    if layers == "period" and lay is not None and lay.pattern is not None:
-        idx = list(range(min(len(lay.sequence()), len(names))))
+    if layers == "period" and profile.period is not None:
+        idx = list(range(min(profile.period, len(names))))
     elif layers in ("period", "kinds"):
         first: dict[str, int] = {}
         for i, n in enumerate(names):
@@ -129,69 +129,78 @@ def _window(profile: Profile) -> int | None:
 
 
 def _shapes(profile: Profile) -> list[tuple[int, ...]]:
-    """Declared state-tensor shapes (the CacheEntry keeps only element counts; the variant keeps shapes)."""
-    v = profile.variant
-    if v is None:
-        raise SynthError(f"{profile.name}: a state layout needs the profile's variant (tensor shapes)")
+    """Declared state-tensor shapes (``StateTensorSpec.shape``, as the profile file states them)."""
     shapes: set[tuple[tuple[int, ...], ...]] = set()
-    for name in dict.fromkeys(profile.layer_names):
-        spec = v.layers.kinds[name]
-        for s in spec if isinstance(spec, list) else [spec]:
-            if s.kind == "state":
-                shapes.add(tuple(tuple(t.shape) for t in s.tensors))
+    for e in _entries(profile, ("state",)):
+        if any(not t.shape for t in e.tensors):
+            raise SynthError(f"{profile.name}: a state layout needs the declared tensor shapes, not only element counts")
+        shapes.add(tuple(t.shape for t in e.tensors))
     if len(shapes) != 1:
         raise SynthError(f"{profile.name}: expected one state layout, found {len(shapes)}")
     return [tuple(x) for x in shapes.pop()]
 
 
-def _split_state(profile: Profile, n_tensors: int) -> tuple[tuple[int, ...], ...]:
+def solve_state(profile: Profile, arrays, divisible: dict[str, str]) -> dict[str, int]:
+    """The config dims that make the module's state ``arrays`` (formulas over config keys, as its file
+    writes them) come out as the profile's declared tensor shapes, solved one unknown key at a time.
+
+    Why one solver: a gated-DeltaNet conv window ``(K - 1, 2*nk*dk + nv*dv)``, a Mamba-2 one
+    ``(K - 1, H*hd + 2*G*N)`` and a short conv ``(L - 1, hidden)`` differ only in their formulas, which
+    the module file already holds; each axis is linear in the one key not yet known (the others solved
+    from simpler axes first). A shape no whole, positive set of dims produces raises ``SynthError``, and
+    so does a pair mlx-lm rejects (``divisible``: key -> the key it must be a multiple of).
+    """
     shapes = _shapes(profile)
-    if len(shapes) != n_tensors:
+    if len(shapes) != len(arrays):
         raise SynthError(
-            f"{profile.name}: mlx-lm's {profile.mlx_model_type} state holds {n_tensors} tensor(s), the profile declares {len(shapes)}"
+            f"{profile.name}: mlx-lm's {profile.mlx_model_type} state holds {len(arrays)} tensor(s), the profile "
+            f"declares {len(shapes)}"
         )
-    return tuple(shapes)
+    pending = []
+    for a, shape in zip(arrays, shapes):
+        if len(shape) != len(a.shape):
+            raise SynthError(f"{profile.name}: state tensor {a.name} must be ({', '.join(map(str, a.shape))}), "
+                             f"got {shape}")
+        pending += [(a.name, f, v) for f, v in zip(a.shape, shape)]
+    known: dict[str, int] = {}
+    while pending:
+        progress, left = False, []
+        for name, f, v in pending:
+            unknown = [k for k in formula.keys(f) if k not in known]
+            if len(unknown) > 1:
+                left.append((name, f, v))
+                continue
+            progress = True
+            if unknown:
+                known[unknown[0]] = _solve_one(profile, name, f, v, unknown[0], known)
+            elif formula.evaluate(f, known.get) != v:
+                raise SynthError(f"{profile.name}: state tensor {name}: {f} = {formula.evaluate(f, known.get)}, "
+                                 f"the profile declares {v}")
+        if not progress:
+            raise SynthError(f"{profile.name}: the state dims of {sorted({n for n, _, _ in left})} cannot be solved "
+                             "one key at a time")
+        pending = left
+    for key, base in divisible.items():
+        if known[key] % known[base]:
+            raise SynthError(f"{profile.name}: {key} {known[key]} is not a multiple of {base} {known[base]} "
+                             "(mlx-lm raises)")
+    return known
 
 
-def _deltanet_dims(profile: Profile) -> dict:
-    """qwen3_next / qwen3_5: conv (K-1, 2*nk*dk + nv*dv), ssm (nv, dv, dk) -> linear_* config dims."""
-    conv, ssm = _split_state(profile, 2)
-    if len(conv) != 2 or len(ssm) != 3:
-        raise SynthError(f"{profile.name}: DeltaNet state must be conv (K-1, C) and ssm (nv, dv, dk), got {conv} and {ssm}")
-    nv, dv, dk = ssm
-    rest = conv[1] - nv * dv
-    if rest <= 0 or rest % (2 * dk):
-        raise SynthError(f"{profile.name}: conv width {conv[1]} is not 2*nk*{dk} + {nv}*{dv} for any whole nk")
-    nk = rest // (2 * dk)
-    if nv % nk:
-        raise SynthError(f"{profile.name}: linear value heads {nv} not divisible by key heads {nk} (mlx-lm raises)")
-    return {
-        "linear_num_key_heads": nk,
-        "linear_num_value_heads": nv,
-        "linear_key_head_dim": dk,
-        "linear_value_head_dim": dv,
-        "linear_conv_kernel_dim": conv[0] + 1,
-    }
+def _solve_one(profile: Profile, name: str, f: str, v: int, key: str, known: dict[str, int]) -> int:
+    """``key`` such that formula ``f`` (linear in it) equals ``v``: a whole, positive value, or SynthError."""
+    def at(x: int) -> int | None:
+        return formula.evaluate(f, lambda k: x if k == key else known.get(k))
 
-
-def _mamba2_dims(profile: Profile) -> dict:
-    """nemotron_h: conv (K-1, H*hd + 2*G*N), ssm (H, hd, N) -> mamba_* config dims."""
-    conv, ssm = _split_state(profile, 2)
-    if len(conv) != 2 or len(ssm) != 3:
-        raise SynthError(f"{profile.name}: Mamba-2 state must be conv (K-1, C) and ssm (H, hd, N), got {conv} and {ssm}")
-    h, hd, n = ssm
-    rest = conv[1] - h * hd
-    if rest <= 0 or rest % (2 * n):
-        raise SynthError(f"{profile.name}: conv width {conv[1]} is not {h}*{hd} + 2*G*{n} for any whole G")
-    g = rest // (2 * n)
-    if h % g:
-        raise SynthError(f"{profile.name}: mamba heads {h} not divisible by n_groups {g}")
-    return {"mamba_num_heads": h, "mamba_head_dim": hd, "ssm_state_size": n, "n_groups": g, "conv_kernel": conv[0] + 1}
-
-
-def _conv_dims(profile: Profile) -> dict:
-    """lfm2: one tensor (conv_L_cache - 1, hidden_size)."""
-    (conv,) = _split_state(profile, 1)
-    if len(conv) != 2:
-        raise SynthError(f"{profile.name}: LFM2 conv state must be (conv_L_cache - 1, hidden), got {conv}")
-    return {"conv_L_cache": conv[0] + 1, "hidden_size": conv[1]}
+    try:
+        b = at(0)
+        slope = at(1) - b
+        rest = v - b
+        x = rest // slope if slope > 0 and rest > 0 and rest % slope == 0 else None
+        if x is not None and at(x) != v:
+            x = None
+    except (ZeroDivisionError, TypeError):
+        x = None
+    if x is None:
+        raise SynthError(f"{profile.name}: state tensor {name}: {v} is not {f} for any whole {key}")
+    return x

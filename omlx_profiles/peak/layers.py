@@ -19,19 +19,23 @@ def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: Ca
     ``dense``: an MoE model's layer that runs a dense MLP, ``dense_layer``)."""
     items = _layer_items(p, lt, steps, ctx, cache_only=cache_only, dense=dense)
     if p.tensor_ranks > 1:
-        items = [all_sum_node(it, ctx.q_len * (p.hidden_size or 0)) if it.term == "residual" else it for it in items]
+        gc = ctx.routes.executor.graph_commit
+        nodes = gc.kernel_nodes.all_sum if gc is not None and gc.kernel_nodes is not None else 1
+        items = [all_sum_node(it, ctx.q_len * (p.hidden_size or 0), nodes) if it.term == "residual" else it
+                 for it in items]
     return items
 
 
-def all_sum_node(residual: Item, elements: int) -> Item:
+def all_sum_node(residual: Item, elements: int, nodes_per_all_sum: int = 1) -> Item:
     """A tensor rank's block output goes through ``all_sum`` before the residual add (``ShardedToAllLinear``,
     the MoE block's ``all_sum``): one more CUDA graph node reading the block's output, traced on two H200s
     (twogpu_s5_rank*.json: 2 nodes per Qwen3-MoE layer more than one process, commits_cold_qwen3.json). Its
     output buffer is the communication term (``sharding.report.comm_bytes``), and the executor slot is left
-    alone (the CPU ring's window was measured without it), so only the CUDA graph ends move."""
+    alone (the CPU ring's window was measured without it), so only the CUDA graph ends move. The node count
+    is the kernel table's (``graph_commit.kernel_nodes.all_sum``, with its source in MLX)."""
     nodes = residual.nodes if residual.nodes >= 0 else residual.ops
     el = residual.elems if isinstance(residual.elems, int) else sum(residual.elems)
-    return dataclasses.replace(residual, nodes=nodes + 1, elems=el + elements)
+    return dataclasses.replace(residual, nodes=nodes + nodes_per_all_sum, elems=el + elements)
 
 
 def _layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: CallContext, *, cache_only: bool,

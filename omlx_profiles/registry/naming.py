@@ -14,7 +14,7 @@ checkpoint's own ``config.json`` and safetensors headers override wherever they 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -67,6 +67,10 @@ class StoragePart:
     mode: str
     bits: int
     group_size: int
+    #: the name (or its rule) says the group; otherwise ``group_size`` is mlx-lm's default for the mode, which
+    #: a checkpoint converted with ``--q-group-size 32`` does not follow (the weights' bound then takes the
+    #: smallest group MLX allows)
+    group_named: bool = field(default=False, compare=False)
 
     def label(self) -> str:
         m = "" if self.mode == "affine" else f" {self.mode}"
@@ -236,7 +240,7 @@ def _quant(found: list[tuple[_Suffix, re.Match]]) -> NameQuant:
     out: list[StoragePart] = []
     for p in parts:
         g = p.group_size or (group if p.mode == "affine" and group else None) or _GROUP_DEFAULT[p.mode]
-        q = StoragePart(p.mode, p.bits, g)
+        q = StoragePart(p.mode, p.bits, g, bool(p.group_size or (p.mode == "affine" and group)))
         if q not in out:
             out.append(q)
     if out and float_bits:

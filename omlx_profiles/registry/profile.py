@@ -2,15 +2,22 @@
 
 ``Profile.from_variant`` turns a ``CompleteVariant`` (validated, inheritance applied) into per-layer
 ``CacheEntry`` tuples with every width filled in, so the arithmetic never has to ask "which default?".
+What the readers of a resolved profile still need from the declaration is kept here as plain data
+(the pattern's period, each state tensor's shape, which widths a kind states itself), so no reader
+reaches back into the Pydantic variant: a Profile is the only resolved form.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any
 
 from ..dtypes import DTYPE_BYTES
-from ..schema.family import CompleteVariant
+from ..schema.family import CompleteVariant, Layers
+
+#: the width fields a layer kind may state itself instead of inheriting the variant's
+WIDTH_FIELDS = ("num_kv_heads", "head_dim", "v_head_dim")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +50,9 @@ class CacheEntry:
     tensors: tuple[StateTensorSpec, ...] = ()
     in_list: bool = False  # inside an mlx-lm CacheList: kv quantization skips it
     slot: bool = False  # kind none: mlx-lm still lists an (unwritten, empty) cache object for the layer
+    # the WIDTH_FIELDS its layer kind states itself (the others come from the variant): `verify` names the
+    # field a disagreement is in (layers.kinds.<k>.head_dim or the top-level head_dim); not part of the value
+    own: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def row_elements(self) -> int:
@@ -96,7 +106,9 @@ class Profile:
     ids: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     source: str = ""  # "profiles/llama.yaml#llama-3.1-8b" or "config.json"
-    variant: CompleteVariant | None = field(default=None, repr=False, compare=False)
+    # len(pattern) for a repeating ``pattern`` layout, None for explicit per-layer ``types``: a shorter
+    # model for a live check keeps one period (mlx-lm's ``i % p`` rules need the declared period)
+    period: int | None = field(default=None, compare=False)
     # field -> where its value came from ("config.json: text_config.head_dim", "live probe: layer 3 keys"),
     # filled by extraction (omlx_profiles.extraction.from_config); YAML profiles leave it empty and `resolve --explain`
     # computes file:line from the registry instead.
@@ -105,17 +117,7 @@ class Profile:
     # ------------------------------------------------------------------------------------------
     @classmethod
     def from_variant(cls, v: CompleteVariant, *, name: str, family: str, ids=(), aliases=(), source="") -> "Profile":
-        seq = v.layers.sequence()
-        if v.layers.pattern is not None:
-            names = tuple(seq[i % len(seq)] for i in range(v.num_layers))
-        else:
-            names = tuple(seq)
-        types: dict[str, LayerType] = {}
-        for kname in sorted(set(names)):
-            spec = v.layers.kinds[kname]
-            specs = spec if isinstance(spec, list) else [spec]
-            in_list = isinstance(spec, list)
-            types[kname] = LayerType(kname, tuple(_entry(s, v, in_list) for s in specs))
+        names, types, period = _laid_out(v.layers, v.num_layers, v)
         return cls(
             name=name,
             family=family,
@@ -141,12 +143,39 @@ class Profile:
             ids=tuple(ids),
             aliases=tuple(aliases),
             source=source,
-            variant=v,
+            period=period,
         )
 
+    def relaid(self, layers: Layers, *, name: str, **changes) -> "Profile":
+        """A copy with another layer layout (``num_layers`` = its length unless given), widths as this
+        profile's (plus ``changes``): what a test builds to contrast two layouts of one checkpoint."""
+        base = dataclasses.replace(self, **changes)
+        num_layers = changes.get("num_layers", len(layers.sequence()))
+        names, types, period = _laid_out(layers, num_layers, base)
+        return dataclasses.replace(base, name=name, num_layers=num_layers, layer_names=names, layer_types=types,
+                                   period=period, provenance={})
 
-def _entry(s, v: CompleteVariant, in_list: bool) -> CacheEntry:
+
+def _laid_out(layers: Layers, num_layers: int, dims) -> tuple[tuple[str, ...], dict[str, LayerType], int | None]:
+    """(kind name per layer, the kinds, the pattern's period) of ``layers``; ``dims`` gives the widths a
+    kind does not state (a CompleteVariant or a Profile: both have head_dim, v_head_dim, num_kv_heads, mla)."""
+    seq = layers.sequence()
+    if layers.pattern is not None:
+        names = tuple(seq[i % len(seq)] for i in range(num_layers))
+    else:
+        names = tuple(seq)
+    types: dict[str, LayerType] = {}
+    for kname in sorted(set(names)):
+        spec = layers.kinds[kname]
+        specs = spec if isinstance(spec, list) else [spec]
+        in_list = isinstance(spec, list)
+        types[kname] = LayerType(kname, tuple(_entry(s, dims, in_list) for s in specs))
+    return names, types, (len(seq) if layers.pattern is not None else None)
+
+
+def _entry(s, v, in_list: bool) -> CacheEntry:
     kind = s.kind
+    own = tuple(f for f in WIDTH_FIELDS if getattr(s, f, None))
     if kind in ("full", "sliding", "chunked"):
         hd = s.head_dim or v.head_dim
         vd = s.v_head_dim or (v.v_head_dim if s.head_dim is None else None) or hd
@@ -159,13 +188,14 @@ def _entry(s, v: CompleteVariant, in_list: bool) -> CacheEntry:
             keep=getattr(s, "keep", 0),
             chunk=getattr(s, "chunk", 0),
             in_list=in_list,
+            own=own,
         )
     if kind == "latent":
         return CacheEntry(kind=kind, n_kv=1, k_width=v.mla.kv_lora_rank, v_width=v.mla.qk_rope_head_dim, in_list=in_list)
     if kind == "indexer":
         w = s.head_dim or v.mla.index_head_dim
         vw = w if s.v_head_dim is None else s.v_head_dim
-        return CacheEntry(kind=kind, n_kv=1, k_width=w, v_width=vw, in_list=in_list)
+        return CacheEntry(kind=kind, n_kv=1, k_width=w, v_width=vw, in_list=in_list, own=own)
     if kind == "state":
         return CacheEntry(
             kind=kind,

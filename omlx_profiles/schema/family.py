@@ -202,6 +202,9 @@ class Weights(Strict):
     bits: Literal[2, 3, 4, 5, 6, 8, 16, 32] | None = Field(None, description="quantization bits, 16 = bf16/fp16")
     group_size: PosInt | None = None
     bytes: PosInt | None = Field(None, description="exact weight bytes, when known")
+    vision_params: PosInt | None = Field(
+        None, description="a VLM checkpoint's vision tower + projector parameters, not in params: the upper bound "
+                          "omlx_profiles/estimate/weights/vision.py computes from the config's vision_config")
 
 
 

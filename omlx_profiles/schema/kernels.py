@@ -87,6 +87,21 @@ class ChunkWindow(Strict):
     ops: PosInt
 
 
+class KernelNodes(Strict):
+    """CUDA graph nodes of the ops that do not launch one kernel each. Nodes only move where a graph is
+    committed (``max_nodes``); bytes never depend on them."""
+
+    sort_block_elements: PosInt = Field(description="argsort of a row up to this many elements is one kernel (one "
+                                                    "block: threads x items per thread); longer rows sort in blocks "
+                                                    "and merge")
+    sort_merge_pass_nodes: PosInt = Field(description="kernels per doubling merge pass of a multi-block argsort "
+                                                      "(after its one block-sort kernel)")
+    gather_mm_sorted: PosInt = Field(description="nodes of one gather_mm on expert-sorted rows (grouped GEMM)")
+    all_sum: PosInt = Field(1, description="nodes of one all_sum of a tensor rank (the collective, captured into the "
+                                           "graph being encoded; it neither commits nor synchronizes)")
+    source: str = Field(min_length=1)
+
+
 class GraphCommit(Strict):
     """MLX's CUDA backend: when the host commits the CUDA graph it is encoding, and how many committed
     graphs it lets run ahead of the GPU. Every input of every op of a committed graph stays allocated
@@ -104,6 +119,9 @@ class GraphCommit(Strict):
                                                      "cap alone, which holds on any device and under GPU contention")
     margin_graphs: NonNegInt = Field(0, description="graphs added to max_inflight_graphs on the safe side (calibrated: "
                                                     "what the measured peaks needed beyond the exact cap)")
+    kernel_nodes: KernelNodes | None = Field(
+        None, description="graph nodes of the ops whose kernel count is not one per op; absent: one node per op "
+                          "(fewer, larger graphs: a larger run-ahead window, the safe side)")
     source: str = Field(min_length=1, description="where the numbers come from")
 
 
@@ -153,6 +171,11 @@ class FastOps(Strict):
     rms_norm: FastOpCost | None = None
     rope: FastOpCost | None = None
     layer_norm: FastOpCost | None = None
+    rope_output_spans_input: bool = Field(
+        False, description="the fused RoPE kernel, given an input it cannot donate, allocates the input's "
+                           "data_size with the input's strides: for a column view of a fused q|k|v projection "
+                           "that is the fused buffer's span from the view's first element to its last, not the "
+                           "view's own width (MLX CUDA rope.cu)")
 
 
 class RouteTable(Strict):

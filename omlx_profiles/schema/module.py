@@ -19,7 +19,8 @@ from pydantic import Field, field_validator, model_validator
 
 from .traits import Traits  # noqa: F401 - part of the recipe model (re-exported)
 
-from .module_types import Formula, Key, KeyPath, KindName, Reason, _Strict, _formula  # noqa: F401
+from .module_types import Formula, Key, KeyPath, KindName, Reason, StateArray, _Strict, _formula  # noqa: F401
+from .module_to_config import ToConfig
 from .module_layout import (  # noqa: F401 - re-exported: part of the recipe model
     Chars, Cycle, DottedKey, Flag, Flags, Indices, LayerTypes, Layout, Modulo, NullGate, PerLayer)
 
@@ -44,23 +45,6 @@ class Args(_Strict):
                        "head_dim", "vocab_size", "intermediate_size", "max_position_embeddings"], KeyPath] = Field(
         default_factory=dict, description="canonical name -> this module's config key (gpt2: n_layer, ...), or a "
                                           "dotted path into a nested config object (dbrx: attn_config.kv_n_heads)")
-
-
-class StateArray(_Strict):
-    """One array of an mlx-lm ``ArraysCache`` (batch axis left out): its shape as formulas over config keys."""
-
-    name: Annotated[str, Field(min_length=1, max_length=64)]
-    shape: list[Formula] = Field(min_length=1, max_length=8,
-                                 description="dims without the batch axis, e.g. ['conv_kernel - 1', 'intermediate_size']")
-    dtype: Literal["model", "bf16", "fp16", "fp32"] = Field(
-        description="'model' = the activation dtype; fp32 where mlx-lm keeps the recurrent state in float32")
-
-    @field_validator("shape")
-    @classmethod
-    def _formulas(cls, v):
-        for x in v:
-            _formula(x)
-        return v
 
 
 class KindRecipe(_Strict):
@@ -118,6 +102,18 @@ class Source(_Strict):
     file: str | None = Field(None, description="tests/configs/<file> holding the config")
 
 
+class Shrink(_Strict):
+    """The live harness (``live.build.shrink_config``) may shrink real configs of this text stack: their cache
+    layout survives (``tests/test_live_harness.py`` builds both and compares). How the module's head width,
+    hidden size and MLA ranks behave is read from the rest of the file (``args.head_dim``, ``mla``, state
+    arrays, ``attention``); only what it cannot say is here."""
+
+    widths: list[Key] = Field(default_factory=list, description="further MLP width keys set to the small width "
+                                                                "(lfm2 block_ff_dim)")
+    sets: dict[Key, Any] = Field(default_factory=dict, description="constants a shrunk config needs "
+                                                                   "(lfm2: block_auto_adjust_ff_dim false)")
+
+
 class Live(_Strict):
     """The live check: config keys over the generic tiny model (hidden 64, 4 heads, 2 KV heads, ...)."""
 
@@ -130,6 +126,7 @@ class Live(_Strict):
     kv_bits: bool = Field(True, description="False: a cache kind has no to_quantized (or crashes), skip kv_bits runs")
     long: bool = Field(True, description="run N=3000 (cheap enough on MLX CPU)")
     dtype: Literal["bfloat16", "float32"] = "bfloat16"
+    shrink: Shrink | None = Field(None, description="the live harness shrinks real configs of this text stack")
 
 
 class Text(_Strict):
@@ -214,6 +211,8 @@ class ModuleRecipe(_Strict):
         None, description="why this project does not profile the module (its layout cannot be expressed, or it "
                           "cannot be built and checked live here): a file without args / layout / kinds")
     live: Live = Field(default_factory=Live)
+    to_config: ToConfig | None = Field(
+        None, description="profile -> this module's config (the registry families' live check at real dims)")
     sources: list[Source] = Field(default_factory=list)
     notes: list[Reason] = Field(default_factory=list)
 
@@ -232,10 +231,11 @@ class ModuleRecipe(_Strict):
         if not given and self.text is not None and self.text.recipe:
             return self  # a wrapper over another module's recipe (resolved when the files are loaded)
         if not given:
-            if self.text is not None or self.mla or self.ignores or self.live != Live() or self.dims or self.attention \
+            if self.text is not None or self.mla or self.ignores or self.live.model_copy(update={"shrink": None}) != Live() \
+                    or self.dims or self.attention \
                     or self.kv_bits_fails:
                 raise ValueError("a traits-only file (no args / layout / kinds) holds only module, mlx_lm, traits, "
-                                 "sources and notes")
+                                 "to_config, live.shrink, sources and notes")
             return self
         missing = sorted(self.layout.kind_names() - set(self.kinds))
         if missing:

@@ -6,9 +6,9 @@ them from one place.
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .formula import FormulaError, parse as parse_formula
 
@@ -34,3 +34,20 @@ def _formula(v: Any) -> Any:
 
 #: an integer, or a formula over config keys (``schema.formula``: ints, keys, ``+ - * //``, ``or``)
 Formula = Union[Annotated[int, Field(strict=True, ge=0)], Annotated[str, Field(min_length=1, max_length=200)]]
+
+
+class StateArray(_Strict):
+    """One array of an mlx-lm ``ArraysCache`` (batch axis left out): its shape as formulas over config keys."""
+
+    name: Annotated[str, Field(min_length=1, max_length=64)]
+    shape: list[Formula] = Field(min_length=1, max_length=8,
+                                 description="dims without the batch axis, e.g. ['conv_kernel - 1', 'intermediate_size']")
+    dtype: Literal["model", "bf16", "fp16", "fp32"] = Field(
+        description="'model' = the activation dtype; fp32 where mlx-lm keeps the recurrent state in float32")
+
+    @field_validator("shape")
+    @classmethod
+    def _formulas(cls, v):
+        for x in v:
+            _formula(x)
+        return v

@@ -17,11 +17,18 @@ Two answers, always labelled:
   quantized parameter costs ``bits/8 + 2*dtype_bytes/group_size`` bytes (4-bit, group 64, bf16:
   0.5625). ``mxfp4`` / ``nvfp4`` / ``mxfp8`` keep a one-byte scale per group and no bias. mlx-lm's
   default convert quantizes every ``Linear`` and ``Embedding`` whose last dimension divides by the
-  group size — embeddings and the LM head included — and leaves norms and biases in the model dtype;
-  the norms are counted as ``(2 * num_layers + 1) * hidden_size`` parameters (two per block plus the
-  final one). MoE router gates (experts x hidden per MoE layer) are counted at 8 bits, as the families
-  whose ``quant_predicate`` keeps them there store them (qwen3_moe, qwen3_next, gpt_oss, ...): the upper
-  side for the rest (issue 14: the approximation must not fall under the checkpoint).
+  group size — embeddings and the LM head included — and leaves norms, biases and convolutions in the
+  model dtype; those are bounded from the dims (``from_profile._norm_params``: four norms, q/k norms and
+  attention / MLP / expert biases per block). A group that does not divide an input width leaves those
+  layers unquantized: then everything is counted unquantized. MoE router gates (experts x hidden per MoE
+  layer) are counted at 8 bits, group 64, as the families whose ``quant_predicate`` keeps them there store
+  them (qwen3_moe, qwen3_next, gpt_oss, ...): the upper side for the rest (issue 14: the approximation must
+  not fall under the checkpoint). A group nobody states (``-4bit`` ids, ``--weights-bits`` alone, a profile's
+  bits) is the smallest MLX allows for the mode (``quantization.BOUND_GROUP``: affine 32), not mlx-lm's
+  default 64. A VLM checkpoint's vision tower (config.json ``vision_config``, or the profile's
+  ``weights.vision_params``) is added unquantized (``vision.py``); missing tower dims make the weights
+  unknown, with the key named. Checked against real mlx-lm checkpoints of every mode and recipe and two
+  published VLM checkpoints: tests/test_weights_sweep.py.
 
 No parameter count known → ``bytes`` is ``None`` with the reason: never a guess.
 
@@ -39,12 +46,13 @@ from pathlib import Path
 from ...dtypes import DTYPE_BYTES
 from ...errors import InputError
 from ...mlxlm.config import MAX_CONFIG_BYTES  # one limit for every config.json read
-from ...quantization import MODE_DEFAULTS, QUANT_BITS, Quantization
+from ...quantization import BOUND_GROUP, MODE_DEFAULTS, MODE_GROUPS, QUANT_BITS, Quantization
 from ...quantization import read as read_quantization
 from ..safetensors import INDEX_NAME, read_checkpoint, weight_files
 from .from_checkpoint import converted_on_load, from_checkpoint
 from .from_profile import from_profile, plausible_floor
 from .info import GIVEN, WeightsInfo
+from .vision import VisionBound, VisionUnknown, vision_bound, vision_config
 
 
 __all__ = ["GIVEN", "Quantization", "WeightsInfo", "config_quantization", "estimate_weights", "plausible_floor",
@@ -64,7 +72,7 @@ def estimate_weights(resolution, bits: int | None = None, model_dir=None, *, gro
         raise InputError(f"weights group size must be 16, 32, 64 or 128, got {group_size!r}")
     profile = resolution.profile
     d = Path(model_dir).expanduser() if model_dir is not None else _local_dir(resolution)
-    config_q = None
+    config_q = config = None
     if d is not None:
         config = _read_config(d)
         config_q = config_quantization(config, str(d / "config.json")) if config else None
@@ -76,7 +84,22 @@ def estimate_weights(resolution, bits: int | None = None, model_dir=None, *, gro
         return converted_on_load(remote.config, bits) or from_checkpoint(
             remote.headers, bits, group_size, config_quantization(remote.config), profile, remote.config)
     q = _pick_quantization(resolution, profile, bits, group_size, config_q)
-    return from_profile(profile, q, explicit=bits is not None, nq=getattr(resolution, "quant", None))
+    try:
+        vision = _vision(profile, config if d is not None else None)
+    except VisionUnknown as e:
+        return WeightsInfo(None, False, "unknown", f"{d / 'config.json' if d is not None else profile.name}: {e}")
+    return from_profile(profile, q, explicit=bits is not None, nq=getattr(resolution, "quant", None), vision=vision)
+
+
+def _vision(profile, config: dict | None) -> VisionBound | None:
+    """The vision tower a VLM checkpoint stores next to the text model (``vision.py``): from the local
+    ``config.json``'s ``vision_config`` when there is one, else the profile's ``weights.vision_params``."""
+    if vision_config(config) is not None:
+        return vision_bound(config, profile.hidden_size)
+    vp = getattr(getattr(profile, "weights", None), "vision_params", None)
+    if vp:
+        return VisionBound(vp, f"the profile's weights.vision_params ({vp:,}, a bound from its vision_config)")
+    return None
 
 
 def weights_for(resolution, *, given: int | None = None, bits: int | None = None, model_dir=None) -> WeightsInfo:
@@ -130,12 +153,17 @@ def _pick_quantization(resolution, profile, bits, group_size, config_q) -> tuple
         return config_q, "from config.json quantization"
     elif nq is not None and nq.parts:
         # a mixed name (-MXFP4-Q8): the costliest part for every parameter, an upper bound
-        part = max(nq.parts, key=lambda p: Quantization(p.bits, p.group_size, p.mode).nbytes(1 << 20, 2))
+        def group(p):
+            return group_size or (p.group_size if p.group_named else BOUND_GROUP[p.mode])
+        part = max(nq.parts, key=lambda p: Quantization(p.bits, group(p), p.mode).nbytes(1 << 20, 2))
         src = "from the model id" + (f" ({nq.assumed})" if nq.assumed else "")
         if nq.mixed:
             src = (f"upper bound: the id names a mixed checkpoint ({nq.label()}); every parameter counted at "
                    f"its costliest part")
-        return Quantization(part.bits, group_size or part.group_size, part.mode), src
+        g = group(part)
+        if not group_size and not part.group_named and len(MODE_GROUPS[part.mode]) > 1:
+            src += _UNNAMED_GROUP.format(g=g, d=MODE_DEFAULTS[part.mode][0])
+        return Quantization(part.bits, g, part.mode), src
     elif nq is not None and nq.float_bits:
         return Quantization(nq.float_bits), "from the model id" + (f" ({nq.notes[0]})" if nq.notes else "")
     elif getattr(resolution, "weights_bits", None):
@@ -152,6 +180,12 @@ def _pick_quantization(resolution, profile, bits, group_size, config_q) -> tuple
     elif prof_group and mode == "affine":
         g = prof_group
     else:
-        g = MODE_DEFAULTS[mode][0]
-        src += f", group {g} = mlx-lm's default"
+        g = BOUND_GROUP[mode]
+        src += _UNNAMED_GROUP.format(g=g, d=MODE_DEFAULTS[mode][0])
     return Quantization(bits, g, mode), src
+
+
+#: Issue 14: a group nobody stated is bounded, not guessed: at 2 bits a group-32 checkpoint holds ~20% more than
+#: group 64 (Qwen3-8B: 3.07 vs 2.56 GB), so mlx-lm's default would be under for ``--q-group-size 32`` conversions.
+_UNNAMED_GROUP = (", group {g}: the group is not stated, so the smallest MLX allows (an upper bound; mlx-lm's "
+                  "default group {d} stores less)")

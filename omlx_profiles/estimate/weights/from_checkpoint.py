@@ -7,7 +7,7 @@ from __future__ import annotations
 from math import prod
 
 from ...dtypes import DTYPE_BYTES
-from ...quantization import MODE_DEFAULTS, Quantization
+from ...quantization import BOUND_GROUP, MODE_DEFAULTS, Quantization
 from ..safetensors import CheckpointHeaders
 from .from_profile import implausible
 from .info import WeightsInfo
@@ -140,7 +140,7 @@ def from_checkpoint(ck: CheckpointHeaders, bits, group_size, config_q: Quantizat
     if bits >= 16:
         q = Quantization(bits)
     else:
-        q = Quantization(bits, group_size or MODE_DEFAULTS["affine"][0], "affine")
+        q = Quantization(bits, group_size or BOUND_GROUP["affine"], "affine")  # group not stated: the bound
     total = 0
     for f in ck.files:
         for t in f.tensors:

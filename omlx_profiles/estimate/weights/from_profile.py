@@ -4,6 +4,8 @@ floor a checkpoint's "exact" bytes are checked against.
 """
 from __future__ import annotations
 
+import re
+
 from ...dtypes import DTYPE_BYTES
 from ...quantization import Quantization
 from .info import WeightsInfo
@@ -34,9 +36,29 @@ def _router_params(profile) -> int:
 
 
 def _norm_params(profile) -> int:
-    if profile.hidden_size and profile.num_layers:
-        return (2 * profile.num_layers + 1) * profile.hidden_size
-    return 0
+    """Parameters ``mlx_lm.convert`` leaves in the model dtype (1-D tensors and convolutions: only ``Linear`` and
+    ``Embedding`` have ``to_quantized``), bounded from the dims without knowing which the family has: per block
+    four norms (Gemma's sandwich norms), q / k norms, biases on q, k, v, o (Qwen2), on the MLP (dense: two of the
+    intermediate width and one of the hidden; MoE: the same per expert, gpt-oss), plus the final norm. The
+    families without some of these get a few per mille of a block too many; issue 14: counting only two norms
+    per block was under a real mlx-lm Qwen2 (attention biases) and Qwen3-MoE (q/k norms) checkpoint at 8 bits
+    (tests/test_weights_sweep.py)."""
+    h, n = profile.hidden_size, profile.num_layers
+    if not h or not n:
+        return 0
+    nh = getattr(profile, "num_heads", None) or 0
+    nkv = getattr(profile, "num_kv_heads", None) or nh
+    hd = getattr(profile, "head_dim", None) or (h // nh if nh else h)
+    per_block = 4 * h + 2 * hd + (nh + 2 * nkv) * hd + h
+    inter = getattr(profile, "intermediate_size", None) or 0
+    moe = getattr(profile, "moe", None)
+    dense = getattr(moe, "first_dense_layers", 0) or 0 if moe is not None else n
+    mlp = dense * (2 * inter + h)
+    if moe is not None:
+        mi = getattr(moe, "moe_intermediate_size", None) or inter
+        experts = moe.num_experts + (getattr(moe, "shared_experts", 0) or 0)
+        mlp += (n - dense) * experts * (2 * mi + h)
+    return n * per_block + mlp + h
 
 
 def _cost(q: Quantization | None, act: int) -> float:
@@ -53,9 +75,10 @@ def _override_bound(profile, q: Quantization, quantized_params: int, act: int) -
     counted, their Quantization (None: unquantized), the sentence for the label); (0, None, "") without
     overrides. Issue 14: 49 modules of 7 blocks at 8 bits in a 4-bit Qwen3-0.6B were counted at 4 bits, 14% under
     the checkpoint (tests/test_weights_sweep.py)."""
-    import re
-
     mods = getattr(q, "override_modules", ())
+    if getattr(profile, "moe", None) is not None:  # router gates at <= 8 bits: the router term counts them
+        mods = tuple((n, m) for n, m in mods if not (_ROUTER_NAME.search(n) and m is not None
+                                                     and _cost(m, act) <= _cost(_ROUTER, act)))
     if not mods:
         return 0, None, ""
     worst = max((m for _, m in mods), key=lambda m: _cost(m, act))
@@ -81,7 +104,31 @@ def _override_bound(profile, q: Quantization, quantized_params: int, act: int) -
     return over, worst, f"{over:,} params at {w} ({where}: each counted whole at the costliest override, an upper bound)"
 
 
-def from_profile(profile, picked: tuple[Quantization, str], explicit: bool, nq=None) -> WeightsInfo:
+#: module names of MoE router gates in mlx-lm's models (``mlp.gate``, ``block_sparse_moe.gate``, gpt-oss
+#: ``mlp.router``, qwen3_next ``shared_expert_gate``)
+_ROUTER_NAME = re.compile(r"\.(?:gate|router|shared_expert_gate)$")
+#: how mlx-lm's ``quant_predicate`` stores MoE router gates ({"group_size": 64, "bits": 8}: affine, see
+#: ``quantization.read``): counted so when that costs more than the base (below 8 bits, or mxfp8's 8.25 < 8.5)
+_ROUTER = Quantization(8, 64)
+
+
+def _indivisible(profile, q: Quantization) -> str | None:
+    """A Linear input width of the profile that ``q.group_size`` does not divide (``quantize_model`` then leaves
+    those layers unquantized), named; ``None`` when every known width divides."""
+    moe = getattr(profile, "moe", None)
+    widths = {"hidden_size": profile.hidden_size, "intermediate_size": getattr(profile, "intermediate_size", None),
+              "moe_intermediate_size": getattr(moe, "moe_intermediate_size", None),
+              "num_heads x head_dim": (getattr(profile, "num_heads", None) or 0)
+              * (getattr(profile, "head_dim", None) or 0) or None}
+    for name, v in widths.items():
+        if v and v % q.group_size:
+            return f"{name} {v} is not a multiple of group {q.group_size}"
+    return None
+
+
+def from_profile(profile, picked: tuple[Quantization, str], explicit: bool, nq=None, vision=None) -> WeightsInfo:
+    """``vision``: a ``vision.VisionBound`` when the checkpoint stores a vision tower the text profile's
+    ``weights.params`` does not count; added unquantized in the model dtype (an upper bound)."""
     q, why = picked
     w = getattr(profile, "weights", None)
     act = DTYPE_BYTES.get(profile.dtype, 2)
@@ -94,14 +141,17 @@ def from_profile(profile, picked: tuple[Quantization, str], explicit: bool, nq=N
         return WeightsInfo(None, False, "unknown",
                            f"profile {profile.name!r} has no weights.params; point MODEL at a local model "
                            "directory (its safetensors headers give exact bytes) or add weights.params to the profile")
+    odd = _indivisible(profile, q) if q.quantized else None
+    if odd:  # mlx_lm.utils.quantize_model skips every Linear whose input width the group does not divide
+        q, why = Quantization(8 * act), f"{why}; {odd}: counted unquantized, an upper bound"
     if q.quantized:
         kept = min(_norm_params(profile) + _kept_embedding_params(profile, nq), params)
-        router = min(_router_params(profile), params - kept) if q.bits < 8 else 0
+        router = min(_router_params(profile), params - kept) if _cost(_ROUTER, act) > _cost(q, act) else 0
         rest = params - kept - router
         over, over_q, over_how = _override_bound(profile, q, rest, act)
         nbytes = (q.nbytes(rest - over, act) + (over_q.nbytes(over, act) if over_q else over * act) + kept * act
-                  + Quantization(8, 64).nbytes(router, act))
-        what = "norm and embedding" if _kept_embedding_params(profile, nq) else "norm"
+                  + _ROUTER.nbytes(router, act))
+        what = "norm, bias and embedding" if _kept_embedding_params(profile, nq) else "norm and bias (bound)"
         how = f"{params:,} params at {q.label()} ({why}); {kept:,} {what} params kept in {profile.dtype}"
         if router:
             how += f"; {router:,} MoE router params at 8 bits (mlx-lm keeps router gates at 8: an upper bound)"
@@ -110,6 +160,9 @@ def from_profile(profile, picked: tuple[Quantization, str], explicit: bool, nq=N
     else:
         nbytes = q.nbytes(params, act)
         how = f"{params:,} params at {q.bits // 8} bytes ({why})"
+    if vision is not None:
+        nbytes += vision.params * act
+        how += f"; + {vision.how}, unquantized at {act} bytes (an upper bound: mlx-vlm loads the tower)"
     return WeightsInfo(nbytes, False, f"profile params, {q.label()}",
                        f"approximate: {how}", params=params, bits=q.bits,
                        group_size=q.group_size, mode=q.mode if q.quantized else None)

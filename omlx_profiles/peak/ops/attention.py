@@ -139,6 +139,18 @@ def mask_kind(p: Profile, entry: CacheEntry, step: EntryStep, q_len: int) -> str
     return "causal"
 
 
+def _rope_output(ctx: CallContext, fused: bool, S: int, row: int, width: int) -> int | None:
+    """Bytes the fused RoPE kernel allocates for a ``width``-column view of a fused q|k|v projection of
+    ``row`` columns, on a backend whose kernel keeps the input's strides (``fast_ops.rope_output_spans_input``):
+    the view's data_size, from its first element to its last, ``(S - 1) * row + width`` elements (the view
+    cannot be donated: its buffer is shared with the other views). None where that rule does not apply
+    (separate projections, a decomposed RoPE, the worst-case items)."""
+    fo = ctx.routes.fast_ops
+    if not fused or ctx.bound or fo.rope is not None or not fo.rope_output_spans_input:
+        return None
+    return ((S - 1) * row + width) * ctx.act
+
+
 def attention_items(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallContext, *, cache_only: bool) -> list[Item]:
     """A standard (GQA) attention layer: full, sliding or chunked cache."""
     S, s = ctx.q_len, ctx.act
@@ -148,12 +160,21 @@ def attention_items(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallCon
     fam = p.mlx_model_type
     tr = traits_of(fam)
     items = [fast_op(ctx, "rms_norm", S * h * s, weight=h)]
+    row = n_q * dk * (2 if tr.gated_attention else 1) + n_kv * (dk + dv)  # a fused q|k|v row's width
     if cache_only:
-        # the last layer of a prefill chunk: only its K/V reach the evaluated cache state.
-        items.append(Item("qkv_proj", S * n_kv * (dk + dv) * s, 2, 6, elems=2 * S * h + h * n_kv * (dk + dv)))
+        # the last layer of a prefill chunk: only its K/V reach the evaluated cache state (a fused q|k|v
+        # projection is still one matmul writing every column).
+        if tr.fused_qkv:
+            items.append(Item("qkv_proj", S * row * s, 1, 6, elems=S * h + h * row))
+        else:
+            items.append(Item("qkv_proj", S * n_kv * (dk + dv) * s, 2, 6, elems=2 * S * h + h * n_kv * (dk + dv)))
         if tr.qk_norm != "none":
             items.append(fast_op(ctx, "rms_norm", S * n_kv * dk * s, weight=dk))
-        items.append(fast_op(ctx, "rope", S * n_kv * dk * s))
+        rope = fast_op(ctx, "rope", S * n_kv * dk * s)
+        k_rope = _rope_output(ctx, tr.fused_qkv, S, row, n_kv * dk)
+        if k_rope is not None:
+            rope = Item(rope.term, k_rope, rope.ops, rope.views, elems=rope.elems)
+        items.append(rope)
         items.append(cache_update(entry, step, s, S))
         return items
     qk_norm = tr.qk_norm != "none"
@@ -179,8 +200,13 @@ def attention_items(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallCon
     rope = fast_op(ctx, "rope", S * (n_q + n_kv) * dk * s, 2)
     # RoPE of a strided view copies it first (rope.cu): the copy reads the view's span
     rope_el = 2 * span + rope.elems if fused else rope.elems
-    items.append(Item(rope.term, rope.bytes, rope.ops, rope.views, carry=S * n_q * dk * s, carry_items=1, out=rope.out,
-                      elems=rope_el))
+    q_rope, k_rope = _rope_output(ctx, fused, S, row, n_q * dk), _rope_output(ctx, fused, S, row, n_kv * dk)
+    if q_rope is not None and k_rope is not None:
+        items.append(Item(rope.term, q_rope + k_rope, 2, rope.views, carry=q_rope, carry_items=1, out=q_rope + k_rope,
+                          elems=rope_el, op_bytes=(q_rope, k_rope)))
+    else:
+        items.append(Item(rope.term, rope.bytes, rope.ops, rope.views, carry=S * n_q * dk * s, carry_items=1,
+                          out=rope.out, elems=rope_el))
     upd = cache_update(entry, step, s, S)
     if fused:  # the slice update copies v out of the fused buffer: the view's span
         upd = Item(upd.term, upd.bytes, upd.ops, upd.views, carry=upd.carry, carry_items=upd.carry_items, out=upd.out,

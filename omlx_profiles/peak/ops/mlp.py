@@ -8,28 +8,20 @@ from ...mlxlm.recipe_files import traits_of
 
 # CUDA graph nodes (kernels) of the SwitchGLU ops whose kernel count is not one per op. They only move where
 # MLX's CUDA backend commits a graph (``executor.graph_ends``: more than 100 nodes end a graph); the bytes
-# and the executor slots (``ops``) of the items are unchanged, so CPU and Metal estimates do not move.
-# * argsort (mlx/backend/cuda/sort.cu, gpu_merge_sort): a row of n uint32 indices fits one block of
-#   512 threads x 8 = 4096 elements (one kernel); longer rows take ``multi_block_sort``: one block-sort
-#   kernel, then a partition and a merge kernel per doubling pass, ceil(log2(blocks)) passes. SwitchGLU
-#   sorts the S*k flattened expert indices twice (``order``, ``inv_order``): 5 kernels each at S*k = 16384.
+# and the executor slots (``ops``) of the items are unchanged, so CPU and Metal estimates do not move. The
+# counts are the kernel table's (``graph_commit.kernel_nodes`` in profiles/kernels/cuda.yaml, with their
+# source); a backend without graph commits has no node counts (-1: one per op, never read).
+# * argsort: one kernel for a row that fits one block, else one block-sort kernel + ``sort_merge_pass_nodes``
+#   per doubling pass; SwitchGLU sorts the S*k flattened expert indices twice (``order``, ``inv_order``).
 # * ``indices.flatten()``: ``indices`` is the strided slice ``argpartition(...)[..., -k:]``, so flattening it
 #   copies (one kernel, no executor op of its own in the item list).
-# * gather_mm (sorted, mlx/backend/cuda/gemms: cutlass_grouped_gemm_unaligned): a kernel preparing the
-#   per-expert problem sizes and pointers, then CUTLASS's grouped GEMM run under a capture context.
-#   The traces give 35 kernels per Qwen3-MoE block (norm, router, SwitchGLU, combine, residual) on the
-#   H200, in one process and on each NCCL rank (chunk 0 and later chunks alike, commits_cold_qwen3.json,
-#   twogpu_s5_rank*.json, after the per-layer attention count of Qwen3-8B, commits_heldout2.json, is taken
-#   off); with the sorts and the copy as above that leaves 3 nodes per gather_mm. Measured as a total, not
-#   kernel by kernel: the split between the two kernels named in the source and the third is inferred.
-SORT_BLOCK_ELEMENTS = 512 * 8
-GATHER_MM_NODES = 3
+# * gather_mm on sorted rows: ``gather_mm_sorted`` nodes each (three of them: gate, up, down).
 
 
-def argsort_nodes(n: int) -> int:
-    """Kernels MLX's CUDA argsort launches for one row of ``n`` elements (see ``SORT_BLOCK_ELEMENTS``)."""
-    blocks = -(-n // SORT_BLOCK_ELEMENTS)
-    return 1 + 2 * max(0, (blocks - 1).bit_length())
+def argsort_nodes(n: int, kn) -> int:
+    """Kernels MLX's CUDA argsort launches for one row of ``n`` elements (``kn``: the table's ``kernel_nodes``)."""
+    blocks = -(-n // kn.sort_block_elements)
+    return 1 + kn.sort_merge_pass_nodes * max(0, (blocks - 1).bit_length())
 
 
 def mlp_items(p: Profile, ctx: CallContext, *, moe: bool) -> list[Item]:
@@ -46,22 +38,24 @@ def mlp_items(p: Profile, ctx: CallContext, *, moe: bool) -> list[Item]:
         items.append(Item("moe.router", S * E * s * 2 + S * E * 4 + S * k * (4 + s) * 2, 6, out=S * k * (4 + s),
                           elems=S * h + E * h + 4 * S * E))
         sort = T >= 64  # SwitchGLU sorts tokens by expert when indices.size >= 64
+        gc = ctx.routes.executor.graph_commit
+        kn = gc.kernel_nodes if gc is not None else None
         if sort:
             # the flatten copy, argsort(indices), argsort(order), order // k, x[order // k], indices[order]
             items.append(Item("moe.sort", T * 4 * 4 + T * h * s, 5, out=T * (h * s + 8), elems=S * h + 4 * T,
-                              nodes=1 + 2 * argsort_nodes(T) + 3))
+                              nodes=1 + 2 * argsort_nodes(T, kn) + 3 if kn else -1))
         # gate and up (gather_mm: every expert's weight is an input), the compiled SwiGLU writes into one
         # of them (donation), down
         if tr.expert_bias:
             # SwitchLinear with bias: each projection adds bias[indices] (a (T, out) gather) in place
             items.append(Item("moe.experts", T * I * s * 4 + T * h * s * 2, 10, out=T * h * s,
-                              nodes=10 + 3 * (GATHER_MM_NODES - 1) if sort else -1,
+                              nodes=10 + 3 * (kn.gather_mm_sorted - 1) if sort and kn else -1,
                               op_bytes=(T * I * s, T * I * s, 0, T * I * s, T * I * s, 0, 0, T * h * s, T * h * s, 0),
                               elems=(T * h + E * I * h + T, E * I + T, 2 * T * I, T * h + E * I * h + T, E * I + T,
                                      2 * T * I, 2 * T * I, T * I + E * h * I + T, E * h + T, 2 * T * h)))
         else:
             items.append(Item("moe.experts", T * I * s * 2 + T * h * s, 4, out=T * h * s,
-                              nodes=4 + 3 * (GATHER_MM_NODES - 1) if sort else -1,
+                              nodes=4 + 3 * (kn.gather_mm_sorted - 1) if sort and kn else -1,
                               op_bytes=(T * I * s, T * I * s, 0, T * h * s),
                               elems=(T * h + E * I * h + T, T * h + E * I * h + T, 2 * T * I, T * I + E * h * I + T)))
         if sort:
