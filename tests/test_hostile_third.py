@@ -295,6 +295,37 @@ def test_sharded_verdicts_stop_at_the_context(model, parallel, tokens, budget, c
 
 
 # --------------------------------------------------------------------------------------------------
+# closed or full standard streams (mechanism: cli.main wraps a closed stream in a sink; messages that
+# stderr cannot take are dropped; the exit code always says how the command went)
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("stdout,stderr,argv,code", [
+    ("closed", "pipe", [MODEL, "--tokens", "1k"], EXIT_USAGE),      # was: internal error + a traceback
+    ("null", "closed", ["nosuch-omlx", "--tokens", "1k"], EXIT_USAGE),  # was exit 1 (the message failed)
+    ("null", "full", ["nosuch-omlx", "--tokens", "1k"], EXIT_USAGE),
+    ("full", "full", [MODEL, "--tokens", "1k"], EXIT_USAGE),
+    ("null", "closed", [MODEL, "--tokens", "1k", "--budget", "1GB"], EXIT_INVALID),
+])
+def test_closed_and_full_standard_streams(stdout, stderr, argv, code, tmp_path):
+    import subprocess
+    import sys
+
+    def stream(kind):
+        return {"closed": None, "pipe": subprocess.PIPE, "null": subprocess.DEVNULL}.get(kind) or open("/dev/full", "w")
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("OMLX_PROFILES_DEBUG", None)
+    code_py = ("import os, sys; from omlx_profiles.cli.main import main\n"
+               f"{'os.close(1); sys.stdout = None' if stdout == 'closed' else ''}\n"
+               f"{'os.close(2); sys.stderr = None' if stderr == 'closed' else ''}\n"
+               f"sys.exit(main(['estimate', *{argv!r}]))")
+    p = subprocess.run([sys.executable, "-c", code_py], stdout=stream(stdout), stderr=stream(stderr), env=env,
+                       timeout=60, text=True)
+    assert p.returncode == code, (p.returncode, p.stderr)
+    if stderr == "pipe":
+        assert "Traceback" not in p.stderr and "internal error" not in p.stderr and "standard output" in p.stderr
+
+
+# --------------------------------------------------------------------------------------------------
 # the contract: none of the cases above reaches the catch-all
 # --------------------------------------------------------------------------------------------------
 def test_no_third_case_reaches_internal_error(tmp_path, workdir, monkeypatch):
