@@ -50,7 +50,6 @@ _PROFILES: dict = {}
 
 # CPU points below the band, kept visible (strict xfail: a fix makes them fail loudly until removed here).
 KNOWN_UNDER = {
-    ("gemma-3-4b-it", 1025): "0.998: 80 KB short of 37 MiB at the shortest length (sandwich norms' small arrays)",
     ("nemotron-h-56b-base-8k", 1025): "0.92: Mamba2 ssm_attn at the real dims (256 heads x 64 x state 256) holds "
                                       "~49 MB more per 256-token block than itemized; adding the post-block arrays "
                                       "over-estimates the tiny nemotron_h of the live test (1.16)",

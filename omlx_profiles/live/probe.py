@@ -48,6 +48,7 @@ def _replay(
     prefill_step: int,
     quantize: Callable[[list], None],
     observer: CallObserver | None,
+    stream: mx.Stream | None = None,
 ) -> None:
     """The body shared by ``run_schedule`` and ``measure_prefill_peak``.
 
@@ -59,6 +60,8 @@ def _replay(
     softmax, greedy sample, evaluate. ``direct`` is one call of every token, then the same
     quantize and the evaluation of the cache state and the last position's logits (the full
     (1, N, vocab) logits are computed on the way: MLX does not push the slice into the matmul).
+    ``stream``: where the ops run, mlx-lm's ``generation_stream`` by default (``measure.phased_stream`` gives
+    a fresh one whose dispatch counter starts at a known value).
     """
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, not {schedule!r}")
@@ -68,7 +71,7 @@ def _replay(
     if total < 1:
         raise ValueError("need at least one token")
     start = max((cache_offset(c) for c in cache), default=0)
-    with mx.stream(generation_stream):
+    with mx.stream(generation_stream if stream is None else stream):
         if schedule == "direct":
             if observer:
                 observer.before(total, start + total)
@@ -113,6 +116,7 @@ def run_schedule(
     quantized_kv_start: int = 5000,
     *,
     cache: list | None = None,
+    stream: mx.Stream | None = None,
 ) -> list:
     """Feed a prompt of ``tokens`` tokens (or the given ids) and return the cache list.
 
@@ -128,7 +132,7 @@ def run_schedule(
             c, quantized_kv_start=quantized_kv_start, kv_group_size=kv_group_size, kv_bits=kv_bits
         )
 
-    _replay(model, prompt, cache, schedule, prefill_step, quantize, None)
+    _replay(model, prompt, cache, schedule, prefill_step, quantize, None, stream)
     return cache
 
 

@@ -17,12 +17,15 @@ class _Live:
 
     def __init__(self, items: list[Item], op_weight: int, view_weight: int):
         self.items = items
-        self.bounds = [0]
+        bounds, cum = [0], [0.0]
+        b, c = 0, 0.0
         for it in items:
-            self.bounds.append(self.bounds[-1] + max(1, it.ops * op_weight + it.views * view_weight))
-        self.cum = [0.0]
-        for it in items:
-            self.cum.append(self.cum[-1] + it.bytes)
+            slots = it.ops * op_weight + it.views * view_weight
+            b += slots if slots > 1 else 1
+            bounds.append(b)
+            c += it.bytes
+            cum.append(c)
+        self.bounds, self.cum = bounds, cum
 
     @property
     def total(self) -> int:
@@ -60,8 +63,13 @@ class _Live:
 
     def terms(self, lo: float, hi: float) -> dict[str, int]:
         terms: dict[str, float] = {}
-        for i, it in enumerate(self.items):
-            a, b = self.bounds[i], self.bounds[i + 1]
+        bounds = self.bounds
+        # only the items that overlap [lo, hi) add anything (the others' overlap is <= 0), in the same order
+        first = max(0, bisect.bisect_right(bounds, lo) - 1)
+        stop = min(len(self.items), bisect.bisect_left(bounds, hi))
+        for i in range(first, stop):
+            it = self.items[i]
+            a, b = bounds[i], bounds[i + 1]
             ov = min(b, hi) - max(a, lo)
             if ov > 0:
                 terms[it.term] = terms.get(it.term, 0.0) + it.bytes * ov / (b - a)
@@ -83,15 +91,59 @@ def window_max(items: list[Item], window: int, op_weight: int = 1, view_weight: 
     if not items:
         return 0, {}
     live = _Live(items, op_weight, view_weight)
-    total = live.total
+    # ``live.sum(lo, lo + w)`` inlined, with the same float operations in the same order (the golden estimates
+    # are byte-identical): this loop is most of an estimate's time. ``carried(lo)`` depends only on the item
+    # ``j`` that contains ``lo`` (every item it visits ends at or before ``lo``), so it is computed once per j.
+    # (a window starting at lo = b[idx] has j = idx; lo < total, so j < n)
+    b, cum, n = live.bounds, live.cum, len(items)
+    total, last = b[-1], live.cum[-1]
     w = min(window, total)
+    size = [it.bytes for it in items]
+    out_of = [it.bytes if it.out < 0 else it.out for it in items]
+    carry = [it.carry for it in items]
+    reach = [i + it.carry_items for i, it in enumerate(items)]
+    # carried[j]: ``_Live.carried`` of a window starting inside item j, the same additions in the same order
+    # (items j-8 .. j-2 whose carry reaches j, then item j-1's output and carry), for every j in one pass
+    carried = [0.0] * n
+    carriers = [i for i in range(n) if carry[i]]
+    nc, p0 = len(carriers), 0
+    for j in range(1, n):
+        c = 0.0
+        while p0 < nc and carriers[p0] < j - 8:
+            p0 += 1
+        p = p0
+        while p < nc and carriers[p] < j - 1:
+            i = carriers[p]
+            if reach[i] >= j:
+                c += carry[i]
+            p += 1
+        add = out_of[j - 1]
+        if carry[j - 1] and reach[j - 1] >= j:
+            add += carry[j - 1]
+        if add:
+            c += add
+        carried[j] = c
+
+    bisect_right = bisect.bisect_right
     best, best_lo = -1.0, 0.0
     sums: dict[float, float] = {}
-    for bnd in live.bounds:
-        for lo in (bnd, bnd - w):
-            if lo < 0 or lo + w > total or lo in sums:
-                continue
-            v = live.sum(lo, lo + w)
+    # the windows starting on a boundary b[idx] (upto(lo) = cum[idx]) and ending on one (upto(hi) = cum[idx]):
+    # interpolating at a boundary adds exactly 0.0, so only the other end needs a search
+    for idx, bnd in enumerate(b):
+        lo = bnd
+        if lo + w <= total and lo not in sums:
+            hi = lo + w
+            k = bisect_right(b, hi) - 1
+            up_hi = last if k >= n else cum[k] + size[k] * (hi - b[k]) / (b[k + 1] - b[k])
+            v = up_hi - cum[idx] + carried[idx]
+            sums[lo] = v
+            if v > best:
+                best, best_lo = v, lo
+        lo = bnd - w
+        if lo >= 0 and lo not in sums:
+            j = bisect_right(b, lo) - 1
+            up_lo = cum[j] + size[j] * (lo - b[j]) / (b[j + 1] - b[j])
+            v = cum[idx] - up_lo + carried[j]
             sums[lo] = v
             if v > best:
                 best, best_lo = v, lo
