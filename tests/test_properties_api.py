@@ -156,7 +156,10 @@ def test_facade_request_memory_grows_with_the_cached_prefix(name, backend, new, 
     m = monitor(name, backend)
 
     def held(c):
-        return m.estimate_resident_kv_bytes(c) + m.estimate_prefill_peak_bytes(new, chunk, cached_tokens=c)
+        # the prefix was fed in chunks of ``chunk`` (as the peak model replays it; chunk 1, the default, is
+        # refused past a million calls)
+        return (m.estimate_resident_kv_bytes(c, chunk_tokens=chunk)
+                + m.estimate_prefill_peak_bytes(new, chunk, cached_tokens=c))
 
     a, b = 256 * k, 256 * (k + more)
     assert 0 <= held(a) <= held(b), (held(a), held(b))
@@ -238,5 +241,8 @@ def test_a_two_token_prompt_can_peak_above_three():
     Metal bound keeps a fixed number of ops alive (11 command buffers x 51 ops), and the 2-token call's extra
     ops (masks, a wider MoE) push part of the cache copies out of that window (kv_update_copy 70.8 MB vs
     67.1 MB). Found by test_estimator_total_grows_with_the_prompt at new >= 2 (test_properties_peak's
-    test_peak_grows_with_the_prompt claims that domain but did not draw it); left to the peak model's owners."""
+    test_peak_grows_with_the_prompt claims that domain but did not draw it). Still open (session 6, s6-mono): an
+    artifact of the bound, not a measured truth (MLX's CPU backend has no command-buffer run-ahead to measure); the
+    root fix (a window whose retained bytes cannot drop when ops are added) changes the fast path's envelope too
+    (peak/fast*.py), so it was left for a coordinated change."""
     assert total("gpt-oss-20b", "metal", 3, 256, 3584) < total("gpt-oss-20b", "metal", 2, 256, 3584)
