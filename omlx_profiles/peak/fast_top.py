@@ -90,6 +90,8 @@ class TopStep:
                 if not more:
                     break
                 pts = sorted(set(pts) | set(more))
+        for q in pts:  # the last halving's points too: a prepared step builds nothing on a request
+            self._point(q)
         self._seg[j] = pts
         return pts
 
