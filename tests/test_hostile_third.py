@@ -299,11 +299,13 @@ def test_sharded_verdicts_stop_at_the_context(model, parallel, tokens, budget, c
 # stderr cannot take are dropped; the exit code always says how the command went)
 # --------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("stdout,stderr,argv,code", [
-    ("closed", "pipe", [MODEL, "--tokens", "1k"], EXIT_USAGE),      # was: internal error + a traceback
-    ("null", "closed", ["nosuch-omlx", "--tokens", "1k"], EXIT_USAGE),  # was exit 1 (the message failed)
-    ("null", "full", ["nosuch-omlx", "--tokens", "1k"], EXIT_USAGE),
-    ("full", "full", [MODEL, "--tokens", "1k"], EXIT_USAGE),
-    ("null", "closed", [MODEL, "--tokens", "1k", "--budget", "1GB"], EXIT_INVALID),
+    ("closed", "pipe", ["estimate", MODEL, "--tokens", "1k"], EXIT_USAGE),      # was: internal error + a traceback
+    ("null", "closed", ["estimate", "nosuch-omlx", "--tokens", "1k"], EXIT_USAGE),  # was exit 1 (the message failed)
+    ("null", "full", ["estimate", "nosuch-omlx", "--tokens", "1k"], EXIT_USAGE),
+    ("full", "full", ["estimate", MODEL, "--tokens", "1k"], EXIT_USAGE),
+    ("null", "closed", ["estimate", MODEL, "--tokens", "1k", "--budget", "1GB"], EXIT_INVALID),
+    ("full", "pipe", ["--version"], EXIT_USAGE),  # argparse swallowed the write error: exit 0
+    ("full", "pipe", ["estimate", "--help"], EXIT_USAGE),
 ])
 def test_closed_and_full_standard_streams(stdout, stderr, argv, code, tmp_path):
     import subprocess
@@ -317,7 +319,7 @@ def test_closed_and_full_standard_streams(stdout, stderr, argv, code, tmp_path):
     code_py = ("import os, sys; from omlx_profiles.cli.main import main\n"
                f"{'os.close(1); sys.stdout = None' if stdout == 'closed' else ''}\n"
                f"{'os.close(2); sys.stderr = None' if stderr == 'closed' else ''}\n"
-               f"sys.exit(main(['estimate', *{argv!r}]))")
+               f"sys.exit(main({argv!r}))")
     p = subprocess.run([sys.executable, "-c", code_py], stdout=stream(stdout), stderr=stream(stderr), env=env,
                        timeout=60, text=True)
     assert p.returncode == code, (p.returncode, p.stderr)

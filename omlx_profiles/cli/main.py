@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         code = _run(argv)
         try:
             sys.stdout.flush()  # a full disk (/dev/full) must fail here, inside the contract, not at exit
+            if sys.stdout.failed and code == EXIT_OK:
+                raise sys.stdout.error
         except OSError as e:
             code = _output_failed(out, e)
         if sys.stderr.failed:
@@ -232,15 +234,15 @@ class _SafeStream:
     def __init__(self, stream, quiet: bool = False):
         self.unfiltered = stream
         self.quiet = quiet  # stderr: a message that cannot be written is dropped (there is nowhere to say so)
-        self.failed = False
+        self.failed, self.error = False, None
 
     def write(self, text: str) -> int:
         try:
             self.unfiltered.write(terminal_safe(text))
-        except OSError:
+        except OSError as e:
+            self.failed, self.error = True, e  # argparse's --help / --version swallow this: main() still sees it
             if not self.quiet:
                 raise
-            self.failed = True
         return len(text)
 
     def writelines(self, lines) -> None:
