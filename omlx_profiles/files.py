@@ -23,6 +23,34 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
+def user_path(path: str | os.PathLike, what: str = "path") -> Path:
+    """A path the user typed, as a ``Path``: ``~`` and ``~user`` expanded the way a shell does it.
+
+    Every command reads its path arguments through here. ``pathlib.Path.expanduser`` raises
+    ``RuntimeError`` for ``~nosuchuser/x`` (a traceback behind "internal error"); a shell leaves such a
+    word as it is, and so does this. An embedded NUL cannot name a file on any system: an ``InputError``.
+    """
+    text = os.fspath(path)
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if "\x00" in text:
+        raise InputError(f"{what} {shown_path(text)}: contains a NUL character; not a usable path")
+    return Path(os.path.expanduser(text))
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """``path`` as text that can be encoded, printed and written into a YAML or JSON file.
+
+    A file name is bytes: one that is not UTF-8 reaches Python as lone surrogates (``\\udcff``), which no
+    encoder accepts (extract's YAML failed on it). Those bytes are written as ``\\xff``; control
+    characters (a newline in a directory name would end a YAML comment and start a key) as escapes too."""
+    text = os.fspath(path)
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def kind_of(st: os.stat_result) -> str:
     for test, name in _KINDS:
         if test(st.st_mode):

@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import InputError
+from .files import user_path
 
 
 def check_output(path: str | os.PathLike, *, suffixes: tuple[str, ...] = (), replace: bool = False,
@@ -31,7 +32,7 @@ def check_output(path: str | os.PathLike, *, suffixes: tuple[str, ...] = (), rep
     text = os.fspath(path)
     if not text or not text.strip():
         raise InputError(f"{what}: empty file name")
-    dest = Path(text).expanduser()
+    dest = user_path(text, what)
     if text.endswith(("/", os.sep)):
         raise InputError(f"{dest}: names a directory; give a file name")
     if suffixes and dest.suffix.lower() not in suffixes:

@@ -63,6 +63,19 @@ class Quantization:
         return f"{self.bits}-bit{m}, group {self.group_size}{mixed}"
 
 
+def kernel_problem(mode: str, bits: int, group_size: int | None) -> str | None:
+    """Why MLX has no kernel for these settings (``None``: it has). Shared by the config.json reader below
+    and the repo-name reader (``registry.naming``): ``-7bit`` or ``-4bit-g256`` in a name are not
+    checkpoints ``mx.quantize`` can make, whatever reads them."""
+    if mode not in MODE_BITS:
+        return f"mode {mode!r} is not one of {', '.join(MODE_BITS)}"
+    if bits not in MODE_BITS[mode]:
+        return f"{bits}-bit {mode}: MLX quantizes {mode} to {', '.join(map(str, MODE_BITS[mode]))} bits"
+    if group_size is not None and group_size not in MODE_GROUPS[mode]:
+        return f"group size {group_size} ({mode}): MLX takes {', '.join(map(str, MODE_GROUPS[mode]))}"
+    return None
+
+
 def _shown(v: object) -> str:
     s = repr(v)
     return s if len(s) <= 60 else s[:57] + "..."

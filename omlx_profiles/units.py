@@ -19,6 +19,7 @@ _SIZE_UNITS = {
     "m": 1024**2, "mib": 1024**2, "mb": 1000**2,
     "g": 1024**3, "gib": 1024**3, "gb": 1000**3,
     "t": 1024**4, "tib": 1024**4, "tb": 1000**4,
+    "p": 1024**5, "pib": 1024**5, "pb": 1000**5,  # the limit (MAX_BYTES) is 1 PiB: it can be written as such
 }
 _TOKEN_UNITS = {"": 1, "k": 1024, "m": 1024**2}
 MAX_BYTES = 1 << 50
@@ -65,11 +66,11 @@ def format_bytes(n: int | float | None) -> str:
     n = float(n)
     sign = "-" if n < 0 else ""
     n = abs(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
             return f"{sign}{n:.0f} {unit}" if unit == "B" else f"{sign}{n:.2f} {unit}"
         n /= 1024
-    return f"{sign}{n:.2f} TiB"  # pragma: no cover
+    return f"{sign}{n:.2f} PiB"  # pragma: no cover
 
 
 def format_tokens(n: int) -> str:

@@ -680,7 +680,9 @@ def test_special_files_in_a_profile_directory(special, tmp_path, workdir):
     elif special == "directory_named_yaml":
         target.mkdir()
         r = run_main("resolve", MODEL, "--profiles", str(d))
-        assert r.code == 0, r.err  # a directory is not a profile file: nothing to load
+        # a directory is not a profile file, and a --profiles directory with nothing to load is said
+        # (session 6: it used to be accepted as an empty overlay, silently)
+        assert_clean_failure(r, EXIT_INVALID, "no profile files", where=str(d))
         return
     else:
         target.write_text("family: x\n")

@@ -137,6 +137,8 @@ def test_stdout_full_and_unencodable(tmp_path):
 
 def test_calibrate_out_naming_a_file(tmp_path, workdir):
     pytest.importorskip("mlx.core")
+    import omlx_profiles.live.build  # noqa: F401 - imported before the 5 s deadline: mlx-lm's import is not the case
+    import omlx_profiles.live.measure  # noqa: F401
     f = tmp_path / "file"
     f.write_text("x")
     r = run_main("calibrate", MODEL, "--tokens", "1k", "--shrink", "--out", str(f))

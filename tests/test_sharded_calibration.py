@@ -77,14 +77,7 @@ OUT_OF_BAND = {
                     "traced in-flight counts as the window would be UNDER in some chunks (0.79), so only the cap is safe. "
                     "Only part timing: with a gpu_hog on both GPUs (session 6, twogpu_s6hog_rank*.json) the ranks held "
                     "8-10 graphs in flight and measured 1.32-1.37, so the rest is the items' bytes per graph (~520-560 "
-                    "MiB per traced graph vs 682-748 replayed), as for Qwen3-30B-A3B below",
-    ("qwen3-30b-a3b", 8192): "1.151, the op model's bytes per graph, not the first chunk: the traced rank commits 2 "
-                             "layers per 96-node graph in chunk 0 and holds 537 MiB per graph (launch-to-launch), "
-                             "the replay commits the same graphs at 621 MiB (1.16); chunk 1: 6020 vs 5260 MiB (1.14); "
-                             "one process, same model: 1.13-1.23 per chunk (commits_cold_qwen3.json). No allocation only chunk 0 "
-                             "makes: chunk 0 is the peak at 8k because its 11 graphs span 22 layers (11 attention "
-                             "kernels per layer vs 21 later) and little KV is held yet; at 32k the held KV dilutes "
-                             "the same excess to 1.10. Which items over-count ~42 MiB per layer is not identified",
+                    "MiB per traced graph vs 682-748 replayed)",
 }
 
 

@@ -5,6 +5,7 @@
     python3 benchmarks/cuda/summarize.py --tables   # also prints the markdown tables used in README.md
     python3 benchmarks/cuda/summarize.py --heldout  # writes .../h200-mlx-0.32.4-heldout.yaml (peaks_heldout.json)
     python3 benchmarks/cuda/summarize.py --s5          # .../h200-mlx-0.32.4-dsa-s5.yaml + -gdn-contention.yaml
+    python3 benchmarks/cuda/summarize.py --s6          # .../h200-mlx-0.32.4-s6.yaml + -s6-contention.yaml
     python3 benchmarks/cuda/summarize.py --contention  # .../h200-mlx-0.32.4-contention.yaml (peaks_contention*.json)
     python3 benchmarks/cuda/summarize.py --heldout2    # .../h200-mlx-0.32.4-heldout2.yaml (commits_heldout2.json)
     python3 benchmarks/cuda/summarize.py --nemotron    # .../h200-mlx-0.32.4-nemotron.yaml (commits_nemotron.json)
@@ -50,6 +51,8 @@ NEMOTRON_IDS = {"nemotron-h-56b-base-8k": "nvidia/Nemotron-H-56B-Base-8K"}
 CALIB_NEVERUNDER = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-neverunder.yaml"
 CALIB_S5 = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-dsa-s5.yaml"
 CALIB_S5_HOG = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-gdn-contention.yaml"
+CALIB_S6 = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-s6.yaml"
+CALIB_S6_HOG = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-s6-contention.yaml"
 NEVERUNDER_IDS = {"deepseek-v3-8l-16e": "deepseek-ai/DeepSeek-V3 (first 8 layers, 16 experts)",
                   "deepseek-v3.2-8l-16e": "deepseek-ai/DeepSeek-V3.2 (first 8 layers, 16 experts)",
                   "qwen3-next-80b-a3b-8l-64e": "Qwen/Qwen3-Next-80B-A3B-Thinking (first 8 layers, 64 experts)",
@@ -261,6 +264,25 @@ S5_HOG_HEADER = [
 ]
 
 
+S6_HEADER = [
+    "# Issue 14 (session 6, run_s6a.sh then run_s6b.sh's idle part; predictions committed first:",
+    "#   benchmarks/cuda/predictions-s6.md, results/s6_predictions_before_run.json). Idle GPU.",
+    "# CUT TO FIT ONE H200: real attention widths, but only the first 8 layers and fewer routed experts:",
+    "#   deepseek-v3-8l-16e / deepseek-v3.2-8l-16e: 8 of 61 layers (3 dense + 5 MoE), 16 of 256 routed experts (top-8);",
+    "#   kimi-k2-8l-16e: Kimi-K2 dims (64 heads, 1 dense layer), 8 of 61 layers, 16 of 384 experts;",
+    "#   qwen3-next-80b-a3b-8l-64e: 8 of 48 layers (6 gated-DeltaNet + 2 full attention), 64 of 512 experts (top-10);",
+    "#   qwen3.5-27b-8l: 8 of 64 layers (6 gated-DeltaNet + 2 full attention).",
+    "# DeepSeek-V3 / V3.2 / Qwen points repeat earlier sessions' (same configs); Kimi-K2 step 512 at 8k / 32k and",
+    "#   64k / step 2048 are new. 64k at step 2048 does not fit for DeepSeek-V3 (op model ~190 GiB at 128 heads).",
+]
+S6_HOG_HEADER = [
+    "# Issue 14 (session 6, run_s6b.sh; predictions committed first: benchmarks/cuda/predictions-s6.md).",
+    "# MEASURED UNDER GPU CONTENTION: gpu_hog.py (8192^3 bf16 matmuls) ran in a second process on the same H200",
+    "#   the whole time, so the measured process's host ran up to MLX's cap ahead of its GPU (11 graphs in flight).",
+    "# CUT TO FIT as in h200-mlx-0.32.4-s6.yaml (qwen3-next-80b-a3b-8l-64e, qwen3.5-27b-8l, deepseek-v3-8l-16e).",
+]
+
+
 def traced_calibration(results: str, ids: dict, header: list[str]) -> str:
     """Calibration points from probe_commits.py's traced prefill (after a 64-token warm-up); its chunk peaks
     are recorded in MiB to 0.1 (so each peak here is exact to +-52 KB). ``results``: one or more files
@@ -313,7 +335,15 @@ def main():
     ap.add_argument("--nemotron", action="store_true")
     ap.add_argument("--neverunder", action="store_true")
     ap.add_argument("--s5", action="store_true", help="session 5 (issue 14): DSA idle + gated-DeltaNet contended")
+    ap.add_argument("--s6", action="store_true", help="session 6 (issue 14): DeepSeek-V3 family + GDN, idle and loaded")
     args = ap.parse_args()
+    if args.s6:
+        for path, res, head in ((CALIB_S6, "commits_dsv3s6.json,commits_kimis6.json,commits_dsv32s6.json,commits_gdns6.json",
+                                 S6_HEADER),
+                                (CALIB_S6_HOG, "commits_gdnhogs6.json,commits_dsv3hogs6.json", S6_HOG_HEADER)):
+            path.write_text(traced_calibration(res, NEVERUNDER_IDS, head))
+            print("wrote", path.relative_to(ROOT))
+        return
     if args.s5:
         for path, res, head in ((CALIB_S5, "commits_dsv32s5.json", S5_HEADER),
                                 (CALIB_S5_HOG, "commits_gdnhog.json", S5_HOG_HEADER)):

@@ -20,9 +20,14 @@ from pathlib import Path
 
 from ..dtypes import normalize_dtype
 from ..errors import InputError, UnsupportedError
+from ..files import user_path
 from .common import add_model_args, positive_int_arg, resolve_model
 
 MAX_CALIBRATE_TOKENS = 1 << 20
+#: Every length is measured ``--repeats`` times, each a full prefill: the product is the run time, so
+#: both are bounded (a typo such as ``--repeats 1m`` would otherwise start a run that never ends).
+MAX_LENGTHS = 32
+MAX_REPEATS = 20
 
 
 def _token_list(text: str) -> list[int]:
@@ -35,7 +40,18 @@ def _token_list(text: str) -> list[int]:
             out.append(parse_tokens(part))
     if not out:
         raise InputError("--tokens needs at least one length, e.g. 8192,32768")
+    if len(out) > MAX_LENGTHS:
+        raise InputError(f"--tokens lists {len(out)} lengths; calibrate measures at most {MAX_LENGTHS} per run")
     return out
+
+
+def _repeats(text: str) -> int:
+    v = positive_int_arg(text)
+    if v > MAX_REPEATS:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"at most {MAX_REPEATS} (each repeat is a full prefill), got {text}")
+    return v
 
 
 def register(sub) -> None:
@@ -54,7 +70,7 @@ def register(sub) -> None:
     p.add_argument("--tokens", required=True, type=_token_list, metavar="N[,N...]", help="prompt lengths")
     p.add_argument("--chunk", type=positive_int_arg, default=2048, help="prefill step size (default 2048)")
     p.add_argument("--cached", type=int, default=0, metavar="N", help="prefix tokens already in the cache")
-    p.add_argument("--repeats", type=positive_int_arg, default=1, help="measurements per length (the max is kept)")
+    p.add_argument("--repeats", type=_repeats, default=1, help="measurements per length (the max is kept)")
     p.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16",
                    help="weights/activations (CPU MoE runs in fp32: MLX's CPU gather_mm)")
     p.add_argument("--shrink", action="store_true", help="tiny widths, same cache layout (CPU-friendly)")
@@ -168,7 +184,10 @@ def run(args) -> int:
             raise InputError(f"--tokens {n:,}: calibrate measures at most {MAX_CALIBRATE_TOKENS:,} tokens (a prefill "
                              "that long takes hours; the estimator's terms are checked on shorter prompts)")
     if args.out and not args.no_save:  # checked before minutes of measuring, not after
-        out = Path(args.out).expanduser()
+        out = user_path(args.out, "--out")
+        if out.is_symlink() and not out.exists():
+            raise InputError(f"--out {out}: is a symbolic link to nothing; calibrate writes <variant>.yaml inside a "
+                             "directory")
         if out.exists() and not out.is_dir():
             raise InputError(f"--out {out}: is not a directory (calibrate writes <variant>.yaml inside it)")
     res = resolve_model(args)
@@ -218,7 +237,7 @@ def run(args) -> int:
                        for c in best["rows"]],
         })
     if not args.no_save:
-        out_dir = Path(args.out).expanduser() if args.out else calibration_dir() / backend
+        out_dir = user_path(args.out, "--out") if args.out else calibration_dir() / backend
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / f"{res.profile.name}{'-shrunk' if args.shrink else ''}.yaml"
         _write(path, backend, info, dt, points)

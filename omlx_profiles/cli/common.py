@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..errors import InputError, NotMLXCheckpointError
+from ..files import user_path
 from ..registry.index import Registry, Resolution, load_registry
 from ..units import parse_size, parse_tokens
 
@@ -63,7 +64,7 @@ def resolve_model(args, query: str | None = None) -> Resolution:
         res = _from_config(local, args, reg)
         try:
             same = reg.resolve(query)
-        except LookupError:
+        except (LookupError, InputError):  # a directory name no id could have (control characters): no twin
             return res
         note = (f"{query!r} is a local {'directory' if local.is_dir() else 'file'}: its config.json is used, not "
                 f"the registry profile {same.profile.name!r} that the name also matches")
@@ -117,8 +118,8 @@ def _local_model(query: str) -> Path | None:
 
 def _expand(q: str) -> Path | None:
     try:
-        return Path(q).expanduser()
-    except (RuntimeError, OSError, ValueError):  # ~nosuchuser, over-long or odd names: not a path
+        return user_path(q)
+    except InputError:  # a NUL: not a path
         return None
 
 
@@ -202,7 +203,7 @@ def model_dir(args, res) -> Path | None:
                  res.query):
         if not cand:
             continue
-        p = Path(cand).expanduser()
+        p = user_path(cand)
         if p.is_file() and p.name.endswith(".json"):
             p = p.parent
         if p.is_dir():

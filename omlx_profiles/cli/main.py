@@ -29,6 +29,19 @@ examples:
 
 
 class _Parser(argparse.ArgumentParser):
+    def _get_value(self, action, arg_string):
+        """An ``InputError`` from a type function keeps its sentence (argparse would print only
+        "invalid _token_list value"), and an integer of 5,000 digits is a usage error, not a crash."""
+        convert = self._registry_get("type", action.type, action.type)
+        if callable(convert):
+            try:
+                return convert(arg_string)
+            except InputError as e:
+                raise argparse.ArgumentError(action, str(e)) from None
+            except Exception:  # noqa: BLE001 - argparse's own handling below says it (ArgumentTypeError, ...)
+                pass
+        return super()._get_value(action, arg_string)
+
     def error(self, message):  # argparse's own usage errors: exit 2, one line, no traceback
         self.print_usage(sys.stderr)
         print(f"error: {message}", file=sys.stderr)
@@ -65,13 +78,21 @@ def main(argv: list[str] | None = None) -> int:
                 reconf(errors="backslashreplace")
             except (ValueError, OSError, AttributeError):
                 pass
-    sys.stdout, sys.stderr = _SafeStream(out), _SafeStream(err)
+    # a closed stream (``>&-``, ``2>&-``) is None: the command still runs and its exit code still says how
+    # it went (stdout closed: nothing could be delivered, exit 2); messages to a stderr that cannot take
+    # them (closed, ``2>/dev/full``) are dropped, never a second failure that changes the exit code
+    sys.stdout = _SafeStream(out if out is not None else _Sink(closed=True))
+    sys.stderr = _SafeStream(err if err is not None else _Sink(), quiet=True)
     try:
         code = _run(argv)
         try:
             sys.stdout.flush()  # a full disk (/dev/full) must fail here, inside the contract, not at exit
+            if sys.stdout.failed and code == EXIT_OK:
+                raise sys.stdout.error
         except OSError as e:
             code = _output_failed(out, e)
+        if sys.stderr.failed:
+            _silence(2)  # the interpreter's final flush of stderr would fail again (exit 120)
         return code
     finally:
         sys.stdout, sys.stderr = out, err
@@ -86,20 +107,25 @@ def _run(argv: list[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
+    from ..kv.work import work_limit
+
     try:
-        return int(args.func(args) or 0)
+        with work_limit():  # every command finishes or refuses within seconds (kv/work.py)
+            return int(args.func(args) or 0)
     except ProfileError as e:
-        for issue in e.issues:
-            print(f"error: {issue}", file=sys.stderr)
+        for issue in e.issues[:MAX_ISSUES]:
+            _say(f"error: {issue}")
+        if len(e.issues) > MAX_ISSUES:
+            _say(f"error: ... and {len(e.issues) - MAX_ISSUES} more issue(s)")
         return EXIT_FAIL
     except UnsupportedError as e:
-        print(str(e), file=sys.stderr)  # "unsupported: <why>": the class owns the prefix
+        _say(str(e))  # "unsupported: <why>": the class owns the prefix
         return EXIT_FAIL
     except (InputError, UnknownModelError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        _say(f"error: {e}")
         return EXIT_USAGE
     except OmlxProfilesError as e:
-        print(f"error: {e}", file=sys.stderr)
+        _say(f"error: {e}")
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -127,6 +153,18 @@ def _run(argv: list[str] | None) -> int:
         return _internal(e)
 
 
+#: One message is one readable line: a value quoted from a hostile file (a 1 MB tensor name, a dtype that
+#: is a list of a million items) is cut, with the count of what was left out.
+MAX_MESSAGE = 2000
+MAX_ISSUES = 200
+
+
+def _say(text: str) -> None:
+    if len(text) > MAX_MESSAGE:
+        text = text[:MAX_MESSAGE] + f"... ({len(text) - MAX_MESSAGE:,} more characters)"
+    print(text, file=sys.stderr)
+
+
 def _internal(e: BaseException) -> int:
     if os.environ.get("OMLX_PROFILES_DEBUG"):
         raise e
@@ -136,7 +174,7 @@ def _internal(e: BaseException) -> int:
 
 
 def _is_stdout(e: OSError) -> bool:
-    return e.filename is None and e.errno in (errno.ENOSPC, errno.EIO, errno.EPIPE, errno.EFBIG, errno.EDQUOT)
+    return e.filename is None and e.errno in (errno.ENOSPC, errno.EIO, errno.EPIPE, errno.EFBIG, errno.EDQUOT, errno.EBADF)
 
 
 def _output_failed(stream, e: OSError) -> int:
@@ -148,17 +186,41 @@ def _output_failed(stream, e: OSError) -> int:
 
 def _silence_stdout() -> None:
     """Point fd 1 at /dev/null so the interpreter's final flush cannot fail a second time."""
-    try:
-        fd = sys.__stdout__.fileno() if sys.__stdout__ is not None else None
-    except (OSError, ValueError, AttributeError):
-        fd = None
-    if fd is None:
+    _silence(1)
+
+
+def _silence(fd: int) -> None:
+    stream = {1: sys.__stdout__, 2: sys.__stderr__}[fd]
+    if stream is None:
         return
     try:
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+    try:
+        fd = stream.fileno()
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, fd)
         os.close(null)
-    except OSError:
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+class _Sink:
+    """Stands in for a closed standard stream. Writing the answer to a closed stdout is a failure to
+    deliver it (``_output_failed``); a closed stderr just drops the message."""
+
+    encoding = "utf-8"
+
+    def __init__(self, closed: bool = False):
+        self.closed_stream = closed
+
+    def write(self, text: str) -> int:
+        if self.closed_stream and text:
+            raise OSError(errno.EBADF, "standard output is closed")
+        return len(text)
+
+    def flush(self) -> None:
         pass
 
 
@@ -169,11 +231,18 @@ class _SafeStream:
     instead of at each ``print``. ``unfiltered`` is the wrapped stream (calibrate's progress bar
     redraws its line with a carriage return on purpose)."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, quiet: bool = False):
         self.unfiltered = stream
+        self.quiet = quiet  # stderr: a message that cannot be written is dropped (there is nowhere to say so)
+        self.failed, self.error = False, None
 
     def write(self, text: str) -> int:
-        self.unfiltered.write(terminal_safe(text))
+        try:
+            self.unfiltered.write(terminal_safe(text))
+        except OSError as e:
+            self.failed, self.error = True, e  # argparse's --help / --version swallow this: main() still sees it
+            if not self.quiet:
+                raise
         return len(text)
 
     def writelines(self, lines) -> None:
@@ -181,7 +250,12 @@ class _SafeStream:
             self.write(line)
 
     def flush(self) -> None:
-        self.unfiltered.flush()
+        try:
+            self.unfiltered.flush()
+        except OSError:
+            if not self.quiet:
+                raise
+            self.failed = True
 
     def __getattr__(self, name):
         return getattr(self.unfiltered, name)

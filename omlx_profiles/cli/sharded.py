@@ -26,9 +26,18 @@ def budgets_arg(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _ascii_int(text: str) -> int:
+    """``int()`` also reads ``١``, ``３`` and ``1_000``; counts on the command line are ASCII digits (as in
+    ``units``), and at most 9 of them."""
+    t = text.strip()
+    if not (t.isascii() and t.isdigit() and len(t) <= 9):
+        raise ValueError(text)
+    return int(t)
+
+
 def split_arg(text: str) -> tuple[int, ...]:
     try:
-        out = tuple(int(s) for s in str(text).split(","))
+        out = tuple(_ascii_int(s) for s in str(text).split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected layer counts per rank like 31,30, got {text!r}") from None
     if any(v <= 0 for v in out):
@@ -38,7 +47,7 @@ def split_arg(text: str) -> tuple[int, ...]:
 
 def ranks_arg(text: str) -> int:
     try:
-        n = int(text)
+        n = _ascii_int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of ranks, got {text!r}") from None
     if not 1 <= n <= 1024:
@@ -116,7 +125,7 @@ def run_estimate(args) -> int:
     views, weights = _weights(res, args, opts)
     from ..sharding import sharded_estimate
 
-    est = sharded_estimate(res, opts, args.tokens, weights, views)
+    est = _past_context(res, sharded_estimate(res, opts, args.tokens, weights, views))
     if args.json:
         print_json(est)
     else:
@@ -124,6 +133,19 @@ def run_estimate(args) -> int:
     if opts.budgets and est["fits"] is not True:
         return 1
     return 0
+
+
+def _past_context(res, est: dict) -> dict:
+    """The single-machine rule (``report.past_context``) on a sharded estimate: a prompt past the model's
+    context is never a "fits" verdict, whatever the ranks hold."""
+    from ..estimate.report import past_context
+
+    why = past_context(res.profile, est.get("tokens") or 0)
+    est["past_context"] = why
+    budgeted = est.get("fits") is not None or any(r.get("budget_bytes") is not None for r in est.get("per_rank", ()))
+    if why and budgeted:  # as report.build_estimate: with a budget, never "fits", even with weights unknown
+        est["fits"] = False
+    return est
 
 
 def run_fit(args) -> int:
@@ -134,6 +156,13 @@ def run_fit(args) -> int:
     opts = _options(args, _budgets(args))
     views, weights = _weights(res, args, opts)
     fit = sharded_fit(res, opts, weights, views)
+    mc = res.profile.max_context
+    fit["memory_max_tokens"] = fit["max_tokens"]
+    if mc and fit["max_tokens"] and fit["max_tokens"] > mc:  # the headline never passes the model's context
+        from ..sharding import sharded_estimate
+
+        fit["max_tokens"] = mc
+        fit["at_max"] = sharded_estimate(res, opts, mc, weights, views)
     if args.json:
         print_json(fit)
     else:
@@ -223,7 +252,9 @@ def render_sharded(est: dict) -> str:
             break
     if est["parallel"] == "pipeline":
         notes.append("  pipeline: rank 0 runs the last layers; every rank keeps the embeddings, final norm and head")
-    if est["fits"] is not None:
+    if est.get("past_context"):
+        notes.append(f"verdict: PAST THE MODEL'S CONTEXT - {est['past_context']}")
+    elif est["fits"] is not None:
         notes.append("fits on every rank" if est["fits"] else
                      "does NOT fit on rank(s) " + ", ".join(str(r["rank"]) for r in per if r["fits"] is False))
     return "\n".join(out + ([""] + notes if notes else []))
@@ -239,8 +270,13 @@ def render_sharded_fit(fit: dict) -> str:
         out.append(f"does not fit at any context: rank {fit['binding_rank']} cannot hold even a "
                    f"{fit['cached'] + 1}-token prompt")
     else:
-        out.append(f"longest context every rank holds: {fit['max_tokens']:,} tokens (rank {fit['binding_rank']} "
-                   "binds)")
+        mem = fit.get("memory_max_tokens") or fit["max_tokens"]
+        if mem > fit["max_tokens"]:
+            out.append(f"longest context every rank holds: {fit['max_tokens']:,} tokens (the model's max_context; "
+                       f"memory alone would allow {mem:,}, rank {fit['binding_rank']} binds)")
+        else:
+            out.append(f"longest context every rank holds: {fit['max_tokens']:,} tokens (rank {fit['binding_rank']} "
+                       "binds)")
     out.append("")
     out.append(render_sharded(fit["at_max"]))
     return "\n".join(out)

@@ -23,6 +23,19 @@ DEFAULT_BACKEND = "metal"
 #: bound never above it) and replays the request only when the budget falls between the two. Off: every
 #: verdict from the exact replay (memoized per request).
 USE_FAST_BOUND = True
+#: Where the two bounds are at most ``fit_margin(upper)`` apart and the budget falls between them, ``fits``
+#: answers "does not fit" without replaying: the only verdict it may get wrong is a request whose exact total
+#: is less than that below the usable budget (refused, never the reverse). The margin is 64 KiB, or 1/65,536 of
+#: the upper bound (0.0015 %: 458 KiB at 30 GB) where that is more. Both bounds are lines sampled from the exact
+#: model, each within 64 B + 64 B per layer of it (item rounding), so where one call is the request's highest
+#: in both the band is a few KB; a shorter call near a chunk is bounded by chords over its query count, whose
+#: band grows with the attention's width (a few hundred KB for DeepSeek-V3's 128 heads at long prompts).
+FIT_MARGIN = 64 << 10
+
+
+def fit_margin(upper: int) -> int:
+    """The band (bytes) within which ``Estimator.fits`` refuses without replaying (``FIT_MARGIN``)."""
+    return max(FIT_MARGIN, upper >> 16)
 _MEMO = 4096  # exact breakdowns kept per Estimator (an engine's distinct prompt lengths)
 
 
@@ -71,8 +84,11 @@ class Estimator:
         bounds (``peak.fast.FastPeak``: piecewise lines per chunk size, built once; the upper never below
         the exact total, the lower never above it) decide every request whose budget is not between the
         two; only such a request replays the prompt (milliseconds, memoized per request). CUDA replays
-        (no line holds there). The verdict is always the exact one: its totals and breakdown are the
-        exact replay's, computed when first read."""
+        (no line holds there). The verdict is the exact one, but for one documented margin: where the budget
+        falls between bounds at most ``fit_margin`` apart (64 KiB, or 1/65,536 of the total where more), the
+        answer is "does not fit" (``margin`` True) without a replay, so a request whose exact total is within
+        that margin under the usable budget may be refused; "fits" is never said of a request the exact replay refuses. Its totals and breakdown are
+        the exact replay's, computed when first read."""
         check_count("budget", budget, minimum=0, maximum=MAX_BYTES)
         given = weights_bytes is not None
         w = check_count("weights_bytes", weights_bytes, minimum=0, maximum=MAX_BYTES) if given else 0
@@ -90,11 +106,29 @@ class Estimator:
                     lo = fp.total_lower(new, chunk, cached)
                     if lo is not None and w + lo > usable:
                         return _LazyVerdict(self, key, budget, res, usable, w, given, fits=False)
+                    if lo is not None and hi - lo <= fit_margin(hi):  # the exact total is that close to usable
+                        return _LazyVerdict(self, key, budget, res, usable, w, given, fits=False, margin=True)
             except (OmlxProfilesError, ArithmeticError):
                 pass
         bd = self._breakdown(key)
         return _LazyVerdict(self, key, budget, res, usable, w, given,
                             fits=w + bd.held_before_bytes + bd.peak_bytes <= usable)
+
+    def prepare(self, chunk: int = 2048, *, backend: str = DEFAULT_BACKEND, mlx_version: str | None = None,
+                dtype: str | None = None, nax: bool = False) -> bool:
+        """Build every per-profile bound ``fits`` decides from for this chunk size and backend now (seconds,
+        once), so that no request pays for it (an engine's start-up); otherwise they are built by the first
+        requests that need them. False where ``fits`` replays every request (CUDA, a profile the bounds do
+        not cover)."""
+        check_count("chunk", chunk, minimum=1)
+        fp = self._fast_peak(Request(2, chunk=chunk), backend, mlx_version, dtype, nax)
+        if fp is None:
+            return False
+        try:
+            fp.prepare(chunk)
+        except (OmlxProfilesError, ArithmeticError):
+            return False
+        return True
 
     # -- the per-request fast path -----------------------------------------------------------------
     def _breakdown(self, key) -> Breakdown:
@@ -193,12 +227,13 @@ class Estimator:
 class _LazyVerdict(Verdict):
     """A ``Verdict`` whose ``fits`` is known at once and whose totals, breakdown and message are the exact
     ``prefill_peak`` numbers, computed (and memoized) when first read: the fast path answers the question
-    an engine asks per request without replaying the prompt."""
+    an engine asks per request without replaying the prompt. ``margin``: refused because the bounds put the
+    exact total within ``fit_margin`` of the usable budget (its headroom may then be 0 up to that margin)."""
 
     def __init__(self, est: "Estimator", key, budget: int, reserve: int, usable: int, weights: int, given: bool,
-                 fits: bool = True):
+                 fits: bool = True, margin: bool = False):
         self.__dict__.update(fits=fits, budget_bytes=budget, reserve_bytes=reserve, usable_bytes=usable,
-                             weights_bytes=weights, _est=est, _key=key, _given=given)
+                             weights_bytes=weights, _est=est, _key=key, _given=given, margin=margin)
 
     @property
     def breakdown(self) -> Breakdown:  # type: ignore[override]
@@ -222,6 +257,11 @@ class _LazyVerdict(Verdict):
             return (f"fits: {format_bytes(total)} of {format_bytes(usable)} usable ({format_bytes(budget)} budget - "
                     f"{format_bytes(res)} reserve), {format_bytes(usable - total)} to spare{wnote}")
         bd = self.breakdown
+        if self.margin and total <= usable:
+            return (f"does not fit within the fast check's margin: needs {format_bytes(total)} of "
+                    f"{format_bytes(usable)} usable ({format_bytes(budget)} budget - {format_bytes(res)} reserve), "
+                    f"{format_bytes(usable - total)} to spare, under the margin the per-request check keeps "
+                    f"(Estimator.fits refuses within {format_bytes(fit_margin(total))} of the budget){wnote}")
         return (f"does not fit: needs {format_bytes(total)} (weights {format_bytes(self.weights_bytes)} + prefill peak "
                 f"{format_bytes(bd.peak_bytes + bd.held_before_bytes)}) but {format_bytes(usable)} is usable "
                 f"({format_bytes(budget)} budget - {format_bytes(res)} reserve); over by {format_bytes(total - usable)}. "

@@ -96,8 +96,13 @@ def compute_fit(res, req: FitRequest, budget: int, weights, reserve: int) -> dic
         raise InputError(f"weights of {res.query!r} are unknown ({weights.reason}); fit needs them: "
                          "pass --weights SIZE if you know it")
     est = Estimator(res.profile)
-    # search past max_context (memory is the question here), then say which limit binds
-    mt = longest(est, budget, weights.bytes, reserve, req, limit=max(4 * (max_ctx or 0), 1 << 22))
+    # search past max_context (memory is the question here), then say which limit binds; with a small
+    # chunk the search stops sooner (each probe replays limit/chunk calls, ~25 probes within the command's
+    # work budget, kv/work.py), never below max_context
+    from ..kv.work import COMMAND_CALLS
+
+    search = max(max_ctx or 0, min(max(4 * (max_ctx or 0), 1 << 22), req.chunk * (COMMAND_CALLS // 32)))
+    mt = longest(est, budget, weights.bytes, reserve, req, limit=search)
     if not mt:
         at0 = estimate_at(res, req.cached + 1, req, weights, budget, reserve)
         return {**base, "max_tokens": None, "limited_by": "memory", "at_max": at0, "next": None,

@@ -36,8 +36,10 @@ MAX_SHARDS = 10_000
 #: took 10-16 s: the header-size limit alone did not bound the time), so 100k is about 1 s; the count
 #: is taken from the raw bytes before parsing, so a refusal is immediate.
 MAX_TENSORS = 100_000
-#: Tensors in all shards of one checkpoint (a 1T-parameter MoE has ~100k): bounds the whole walk.
-MAX_CHECKPOINT_TENSORS = 500_000
+#: Tensors in all shards of one checkpoint: bounds the whole walk. The largest real ones are unstacked-expert
+#: MoE originals (DeepSeek-V3 ~91k, Kimi-K2 ~140k, its int4 compressed-tensors release ~210k); 250k parse in
+#: ~2 s CPU. (It was 500k: 5 shards of 99k tensors took 7 s.) Each file's share is checked before parsing it.
+MAX_CHECKPOINT_TENSORS = 250_000
 
 #: Element sizes in *bits* (the sub-byte float formats F4 / F6 are packed).
 DTYPE_BITS: dict[str, int] = {
@@ -79,12 +81,20 @@ class _DuplicateKey(Exception):
 
 
 def _no_duplicates(pairs):
-    out = {}
-    for k, v in pairs:
-        if k in out:
-            raise _DuplicateKey(k)
-        out[k] = v
+    out = dict(pairs)  # C speed; the Python loop below runs only when a key is repeated
+    if len(out) != len(pairs):
+        seen = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _DuplicateKey(k)
+            seen.add(k)
     return out
+
+
+def _shown(v: object) -> str:
+    """A value quoted from a header in a message: ``repr``, cut (a tensor name may be 100 KB long)."""
+    r = repr(v)
+    return r if len(r) <= 80 else r[:77] + "..."
 
 
 def tensor_nbytes(dtype: str, shape: tuple[int, ...]) -> int:
@@ -96,7 +106,7 @@ def tensor_nbytes(dtype: str, shape: tuple[int, ...]) -> int:
     return total // 8 if total % 8 == 0 else -(-total // 8)
 
 
-def read_header(path: str | os.PathLike) -> FileHeader:
+def read_header(path: str | os.PathLike, max_tensors: int = MAX_TENSORS) -> FileHeader:
     """Parse and check one ``.safetensors`` file's header; reads ``8 + N`` bytes, never the tensors."""
     p = Path(path)
     try:
@@ -108,7 +118,7 @@ def read_header(path: str | os.PathLike) -> FileHeader:
         raise SafetensorsError(f"{p}: cannot read ({e.strerror or e})") from None
     if len(raw) != n:
         raise SafetensorsError(f"{p}: truncated header ({len(raw)} of {n} bytes)")
-    return parse_header(p, raw, size)
+    return parse_header(p, raw, size, max_tensors=max_tensors)
 
 
 def header_length(where: object, head: bytes, size: int) -> int:
@@ -127,13 +137,19 @@ def header_length(where: object, head: bytes, size: int) -> int:
     return n
 
 
-def parse_header(p: Path, raw: bytes, size: int, where: object = None) -> FileHeader:
+def parse_header(p: Path, raw: bytes, size: int, where: object = None, max_tensors: int = MAX_TENSORS) -> FileHeader:
     """The header JSON ``raw`` of a ``size``-byte file, parsed and checked (shared by local and remote reads:
     ``where`` names a remote file in messages)."""
     where = p if where is None else where
     n = len(raw)
-    entries = raw.count(b'"data_offsets"')  # counted before parsing: the parse is what costs seconds
-    if entries > MAX_TENSORS:
+    # Counted before parsing: the parse is what costs seconds. Every tensor entry is a JSON object, and an
+    # object needs a literal "{" (escapes exist only inside strings), so this bound cannot be dodged the way
+    # counting the key "data_offsets" could (written as "data\u005foffsets" it parses the same).
+    entries = raw.count(b"{") - 1
+    if entries > min(max_tensors, MAX_TENSORS) + 1:  # + 1: __metadata__
+        if max_tensors < MAX_TENSORS:
+            raise SafetensorsError(f"{where}: header lists {entries:,} tensors, more than the {max_tensors:,} left of "
+                                   f"the {MAX_CHECKPOINT_TENSORS:,} read per checkpoint")
         raise SafetensorsError(f"{where}: header lists {entries:,} tensors; at most {MAX_TENSORS:,} per file are read "
                                "(a real shard holds a few thousand)")
     try:
@@ -142,16 +158,19 @@ def parse_header(p: Path, raw: bytes, size: int, where: object = None) -> FileHe
         raise SafetensorsError(f"{where}: header is not UTF-8 (byte {e.start})") from None
     except json.JSONDecodeError as e:
         raise SafetensorsError(f"{where}: header is not valid JSON ({e.msg} at byte {e.pos})") from None
+    except ValueError as e:  # an integer of more than 4,300 digits (int max str digits)
+        raise SafetensorsError(f"{where}: header is not usable JSON ({e})") from None
     except RecursionError:
         raise SafetensorsError(f"{where}: header JSON is nested too deeply") from None
     except _DuplicateKey as e:
-        raise SafetensorsError(f"{where}: header names tensor {e.args[0]!r} twice") from None
+        raise SafetensorsError(f"{where}: header names tensor {_shown(e.args[0])} twice") from None
     if not isinstance(header, dict):
         raise SafetensorsError(f"{where}: header must be a JSON object, got {type(header).__name__}")
     data_len = size - 8 - n
     metadata = header.pop("__metadata__", None) or {}
-    if not isinstance(metadata, dict):
-        raise SafetensorsError(f"{where}: __metadata__ must be an object of strings")
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise SafetensorsError(f"{where}: __metadata__ must be an object of strings (the safetensors library "
+                               "refuses anything else)")
     if len(header) > MAX_TENSORS:
         raise SafetensorsError(f"{where}: header lists {len(header):,} tensors; at most {MAX_TENSORS:,} per file are "
                                "read (a real shard holds a few thousand)")
@@ -171,10 +190,10 @@ def _check_layout(p: object, spans: list[tuple[int, int, str]], data_len: int) -
     end = 0
     for begin, stop, name in sorted(spans):
         if begin < end:
-            raise SafetensorsError(f"{p}: tensor {name!r} at bytes [{begin}, {stop}) overlaps the previous tensor "
+            raise SafetensorsError(f"{p}: tensor {_shown(name)} at bytes [{begin}, {stop}) overlaps the previous tensor "
                                    f"(which ends at {end}): the header claims the same bytes twice")
         if begin > end:
-            raise SafetensorsError(f"{p}: tensor {name!r} starts at byte {begin} but the previous tensor ends at "
+            raise SafetensorsError(f"{p}: tensor {_shown(name)} starts at byte {begin} but the previous tensor ends at "
                                    f"{end}: {begin - end} bytes belong to no tensor")
         end = stop
     if end != data_len:
@@ -183,28 +202,30 @@ def _check_layout(p: object, spans: list[tuple[int, int, str]], data_len: int) -
 
 
 def _tensor(p: object, name: str, entry: object, data_len: int) -> tuple[TensorInfo, tuple[int, int]]:
-    where = f"{p}: tensor {name!r}"
+    def where() -> str:  # built only for a message: per tensor it cost as much as the parse
+        return f"{p}: tensor {_shown(name)}"
+
     if not isinstance(entry, dict):
-        raise SafetensorsError(f"{where}: entry must be an object with dtype, shape, data_offsets")
+        raise SafetensorsError(f"{where()}: entry must be an object with dtype, shape, data_offsets")
     dtype = entry.get("dtype")
-    if dtype not in DTYPE_BITS:
-        raise SafetensorsError(f"{where}: unknown dtype {dtype!r} (known: {', '.join(sorted(DTYPE_BITS))})")
+    if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
+        raise SafetensorsError(f"{where()}: unknown dtype {_shown(dtype)} (known: {', '.join(sorted(DTYPE_BITS))})")
     shape = entry.get("shape")
     if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
-        raise SafetensorsError(f"{where}: shape must be a list of non-negative integers, got {shape!r}")
+        raise SafetensorsError(f"{where()}: shape must be a list of non-negative integers, got {_shown(shape)}")
     if len(shape) > 64:
-        raise SafetensorsError(f"{where}: shape has {len(shape)} dimensions")
+        raise SafetensorsError(f"{where()}: shape has {len(shape)} dimensions")
     offsets = entry.get("data_offsets")
     if (not isinstance(offsets, list) or len(offsets) != 2
             or not all(type(o) is int and o >= 0 for o in offsets) or offsets[0] > offsets[1]):
-        raise SafetensorsError(f"{where}: data_offsets must be [begin, end] with 0 <= begin <= end, got {offsets!r}")
+        raise SafetensorsError(f"{where()}: data_offsets must be [begin, end] with 0 <= begin <= end, got {_shown(offsets)}")
     nbytes = tensor_nbytes(dtype, tuple(shape))
     if offsets[1] - offsets[0] != nbytes:
         raise SafetensorsError(
-            f"{where}: data_offsets span {offsets[1] - offsets[0]} bytes but {dtype}{list(shape)} needs {nbytes}")
+            f"{where()}: data_offsets span {offsets[1] - offsets[0]} bytes but {dtype}{list(shape)} needs {nbytes}")
     if offsets[1] > data_len:
         raise SafetensorsError(
-            f"{where}: data ends at byte {offsets[1]} but the file holds {data_len} data bytes (truncated?)")
+            f"{where()}: data ends at byte {offsets[1]} but the file holds {data_len} data bytes (truncated?)")
     return TensorInfo(name, dtype, tuple(shape), nbytes), (offsets[0], offsets[1])
 
 
@@ -287,7 +308,7 @@ def read_checkpoint(directory: str | os.PathLike) -> CheckpointHeaders:
         raise SafetensorsError(f"{d}: {len(files)} weight files; at most {MAX_SHARDS} are read")
     headers, count = [], 0
     for p in files:
-        h = read_header(p)
+        h = read_header(p, max_tensors=MAX_CHECKPOINT_TENSORS - count)
         count += len(h.tensors)
         if count > MAX_CHECKPOINT_TENSORS:
             raise SafetensorsError(f"{d}: more than {MAX_CHECKPOINT_TENSORS:,} tensors in its weight files; "
@@ -298,7 +319,7 @@ def read_checkpoint(directory: str | os.PathLike) -> CheckpointHeaders:
         by_file = {h.path.name: {t.name for t in h.tensors} for h in headers}
         for tensor, fname in weight_map.items():
             if tensor not in by_file.get(fname, ()):
-                raise SafetensorsError(f"{index_path}: tensor {tensor!r} is mapped to {fname} but that file does not hold it")
+                raise SafetensorsError(f"{index_path}: tensor {_shown(tensor)} is mapped to {fname} but that file does not hold it")
     return CheckpointHeaders(d, headers, index_path if weight_map is not None else None)
 
 
@@ -352,12 +373,12 @@ def parse_index(where: object, raw: bytes) -> dict[str, str]:
         raise SafetensorsError(f"{where}: {len(raw)} bytes; an index is at most {MAX_INDEX_BYTES}")
     try:
         data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+    except (ValueError, RecursionError) as e:  # undecodable, invalid JSON, a 5,000-digit integer
         raise SafetensorsError(f"{where}: not valid JSON ({e})") from None
     wm = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(wm, dict):
         raise SafetensorsError(f"{where}: needs a 'weight_map' object of tensor name -> shard file")
     for k, v in wm.items():
         if not isinstance(v, str) or not v or "/" in v or "\\" in v or v in (".", "..") or "\x00" in v:
-            raise SafetensorsError(f"{where}: weight_map[{k!r}] must be a file name in the same directory, got {v!r}")
+            raise SafetensorsError(f"{where}: weight_map[{_shown(k)}] must be a file name in the same directory, got {_shown(v)}")
     return wm

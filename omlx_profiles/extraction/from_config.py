@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import InputError, UnsupportedError
+from ..files import user_path
 from ..mlxlm.config import (LoadedConfig, Reader, load_config, module_for, read_dtype, read_quantization,
                                 shown, spec, text_config_key)
 from ..mlxlm.fold import build_layers
@@ -293,13 +294,13 @@ def resolve_path(path: Path | str, registry: Registry | None = None, *, dtype: s
     notes = list(ex.notes)
     if registry is not None:
         hints = list(ex.ids)
-        p = Path(path).expanduser()
+        p = user_path(path)
         d = p if p.is_dir() else lc.path.parent
         if lc.path.name == "config.json" and d.name:
             hints.append(d.name)
         profile, mnotes = match_registry(profile, registry, hints)
         notes.extend(mnotes)
-    how = "directory" if Path(path).expanduser().is_dir() else "config"
+    how = "directory" if user_path(path).is_dir() else "config"
     return Resolution(profile, str(path), how, str(lc.path), weights_bits=ex.weights_bits, notes=tuple(notes))
 
 

@@ -27,6 +27,16 @@ MAX_DIM = 2**31 - 1
 _MISSING = object()
 
 
+def check_dim(v: int, where: str) -> int:
+    """``v`` (a config integer read by a recipe formula, or a formula's value) within ``MAX_DIM``: the one
+    bound every integer from a config meets, whichever reader took it (``Reader.int``, the recipes'
+    dotted keys, per-layer lists); a 400-digit ``linear_num_key_heads`` reached the peak model's float
+    arithmetic through a formula (OverflowError, "internal error")."""
+    if v > MAX_DIM:
+        raise InputError(f"{where} = {shown(v)} is out of range (at most {MAX_DIM}: MLX shapes are 32-bit)")
+    return v
+
+
 @dataclass
 class LoadedConfig:
     data: dict
@@ -42,7 +52,9 @@ def config_file(path: Path | str) -> Path:
     """The config.json a path names: the file itself, or ``DIR/config.json``."""
     from ..files import regular_file
 
-    p = Path(path).expanduser()
+    from ..files import user_path
+
+    p = user_path(path, "config")
     try:
         is_dir = p.is_dir()
     except (OSError, ValueError) as e:

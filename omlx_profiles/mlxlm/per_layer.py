@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import InputError, UnsupportedError
 from ..schema.formula import evaluate
 from ..schema.module import PerLayer
-from .config import Reader, shown
+from .config import Reader, check_dim, shown
 
 _ATTN = ("full", "sliding", "chunked")
 
@@ -53,7 +53,7 @@ def _int(r: Reader, path: str, i: int) -> int | None:
         return None
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
         raise InputError(f"{r.label}: {where} must be a non-negative integer, got {shown(v)}")
-    return v
+    return check_dim(v, f"{r.label}: {where}")
 
 
 def _value(f, r: Reader, i: int, what: str) -> int:
@@ -65,7 +65,7 @@ def _value(f, r: Reader, i: int, what: str) -> int:
     if v is None or v < 1:
         raise UnsupportedError(f"unsupported: model_type {shown(r.module)}: layer {i}: {what} {f!r} = {v} with this "
                                "config (a key it reads is missing or null)")
-    return v
+    return check_dim(v, f"{r.label}: layer {i}: {what} {f!r}")
 
 
 def resolve(pl: PerLayer, r: Reader, names: list[str]) -> tuple[list[str], list[dict]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..errors import InputError, UnsupportedError
 from ..schema.formula import evaluate, keys as formula_keys
 from ..schema.module import Chars, Cycle, Flags, Indices, LayerTypes, Modulo, ModuleRecipe
-from .config import MAX_LAYERS, Reader, shown
+from .config import MAX_LAYERS, Reader, check_dim, shown
 
 
 def _modulo_kinds(m: Modulo, n: int, r: Reader) -> tuple[list[str], str]:
@@ -205,13 +205,15 @@ def _key_int(r: Reader, key: str) -> int | None:
         return None
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
         raise InputError(f"{r.label}: {r.prefix}{key} must be a non-negative integer, got {shown(v)}")
+    check_dim(v, f"{r.label}: {r.prefix}{key}")
     r.used[head] = r.where(head)
     return v
 
 
 def _formula_value(f, r: Reader) -> int | None:
     try:
-        return evaluate(f, lambda k: _key_int(r, k))
+        v = evaluate(f, lambda k: _key_int(r, k))
+        return v if v is None else check_dim(v, f"{r.label}: {f!r}")
     except ZeroDivisionError:
         raise UnsupportedError(f"unsupported: model_type {shown(r.module)}: {f!r} divides by zero with this config "
                                "(mlx-lm fails the same way)") from None

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from ..errors import UnsupportedError
 from ..schema.formula import evaluate, keys as formula_keys
 from ..schema.module import KindRecipe, ModuleRecipe
-from .config import Reader, shown
+from .config import Reader, check_dim, shown
 from . import per_layer as pl_
 from . import to_layers as tl  # the shared readers (heads, head dim, MLA ranks)
 from .facts import ArgsSpec
@@ -110,6 +110,7 @@ def reader_for(rec: ModuleRecipe, data: dict, *, label: str, prefix: str = "",
     for name, f in rec.dims.items():
         v = evaluate(f, lambda k: _key_int(r, k))
         if v is not None:
+            check_dim(v, f"{label}: {rec.module}.py's {name} = {f}")
             injected[name] = (v, f"{rec.module}.py computes {name} = {f} = {v}")
     shadowed = {k: view[k] for k in injected if k in view}
     view = {k: v for k, v in view.items() if k not in injected}
@@ -233,6 +234,7 @@ def _attention_dims(rec: ModuleRecipe, r: Reader, d, n_kv: int, hd: int) -> tupl
         if v < 1:
             raise UnsupportedError(f"unsupported: model_type {shown(r.module)}: the attention's {name} = {f!r} is {v} "
                                    "with this config (mlx-lm cannot build an attention that narrow)")
+        check_dim(v, f"{r.label}: the attention's {name} = {f!r}")
         keys = formula_keys(f)
         d.put(name, v, f"= {f}" + (f" ({', '.join(r.where(k.partition('.')[0]) for k in keys)})" if keys else "")
               + f" (module recipe profiles/mlx_lm/{rec.module}.yaml: attention)")

@@ -16,8 +16,8 @@ An under-estimate on a Mac is a frozen machine, so every peak says what it rests
   fp32 scores, the masked scores and their softmax in new buffers; no donation (norms, the latent MLA's
   masked ``where``); over the kernel table's executor window.
   Also ``bound``, with the measurement as its reason: traits measured on this backend only from families whose
-  points are all *above* the band (never under, none within [1.00, 1.15]: gated-DeltaNet on CUDA, 1.17-1.65 on
-  an idle and on a loaded H200). The number is the one ``derived`` would give there (the larger of the op model
+  points are all *above* the band (never under, none within [1.00, 1.15]; gated-DeltaNet on CUDA was, 1.17-1.65,
+  until its loop was modelled as MLX evaluates it: now measured, in band on a loaded H200). The number is the one ``derived`` would give there (the larger of the op model
   and the whole run-ahead window; on CPU the worst-case items), and ``basis.reason`` says what was measured:
   an upper bound shown by measurement, not a calibrated number.
 
@@ -80,7 +80,10 @@ def compute_traits(p: Profile, routes: KernelRoutes) -> frozenset[str]:
     for lt in p.layer_types.values():
         for e in lt.entries:
             if e.kind == "state":
-                out.add(f"state:{fam}")  # gated-DeltaNet, Mamba2, KDA ...: one op list per family's mixer
+                # one op list per mixer (peak/ops/recurrent.py: gated_delta, ssd), shared by every module that
+                # declares it (qwen3_next / qwen3_5 / qwen3_5_moe run the same gated_delta_update); a state layer
+                # with no declared mixer is its family's own trait
+                out.add(f"state:{tr.mixer or fam}")
             elif e.kind == "latent":
                 out.add("attention:latent_mla")
             elif e.kind == "indexer":

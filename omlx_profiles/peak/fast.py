@@ -14,7 +14,15 @@ request makes, as a piecewise-linear function of the call's offset (``peak.fast_
 
 A request's answer is the maximum of the calls it makes (minus the prefix's cache it held before): never
 below ``prefill_peak`` (every history's worst is in the bound), never negative, and non-decreasing in
-the prompt length. CUDA (graph-commit boundaries move with the offset), chunked attention (rows cycle) and a
+the prompt length.
+
+``total_lower`` bounds the same total from below (``Estimator.fits`` decides from both and replays only
+between them): the last full chunk call in the layout it is known to take (every such call grows the
+caches: the copy of at least the offset's rows; without a prefix the rotating caches' rows are the
+history's own), the fresh first call (exact), and, without a prefix, a shorter call in the chunk's last
+256-row step (``peak.fast_top``: chords and tangents over points 32 queries apart, where it is often the
+prompt's highest). Where one call is the highest in both bounds they are a few KB apart (the lines'
+rounding slack). CUDA (graph-commit boundaries move with the offset), chunked attention (rows cycle) and a
 ``bound`` basis answer the exact model (memoized).
 """
 from __future__ import annotations
@@ -27,6 +35,7 @@ from ..kv.bytes import kv_report
 from ..kv.replay import STEP
 from ..registry.profile import Profile
 from .fast_lines import CallModel, Pieces
+from .fast_top import TopStep
 from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 from .prefill import Request, prefill_peak
 from .replay import scaled_total
@@ -38,10 +47,12 @@ _MEMO = 1 << 16  # requests remembered by peak()
 class _Chunk:
     """The bounds of one chunk size: per query bucket, the cumulative bound of a call of at most that many
     queries (``calls``, over the offset; ``full``: the chunk's own), the last token's, the fresh first call's
-    grid (built on the first request without a prefix); ``lower``: a lower bound of a full chunk call."""
+    grid (built on the first request without a prefix); ``lower``: a lower bound of a full chunk call;
+    ``first``: the fresh first call's exact total (or ``None``); ``top``: the shorter call in the chunk's last
+    step, without a prefix (``peak.fast_top``)."""
 
     __slots__ = ("tops", "calls", "beyond", "last", "last_beyond", "lower", "full", "add_full", "model", "grid",
-                 "grid_v", "one", "slack", "ltops", "lasts")
+                 "grid_v", "one", "slack", "ltops", "lasts", "first", "top")
 
     def __init__(self, model, tops, calls, beyond, last, last_beyond, lower, add_full):
         self.model = model
@@ -53,7 +64,8 @@ class _Chunk:
         self.lower = lower
         self.full = calls[-1]
         self.add_full = add_full
-        self.grid = self.grid_v = None
+        self.grid = self.grid_v = self.first = None
+        self.top = None
         self.one = 0
         self.slack = model.slack
 
@@ -135,6 +147,22 @@ class FastPeak:
         self._memo[key] = v
         return v
 
+    def prepare(self, chunk: int) -> None:
+        """Build every bound of ``chunk`` now -- with and without a prefix, upper and lower, the fresh first
+        call's grid, the shorter call's points in the chunk's last step -- that the first requests would
+        build otherwise (seconds once; an engine's start-up). Nothing where the answers are exact (CUDA)."""
+        for fresh in (True, False, 2):
+            c = self._chunk(chunk, fresh)
+            if c is _EXACT:
+                return
+            if fresh != 2 and c.lower is None and chunk > 1:
+                c.lower = c.model.pieces(chunk, chunk, "lower")[0]
+        c = self._chunks[(chunk, True)]
+        if c.grid is None:
+            self._fresh_grid(c, chunk)
+        if c.top:
+            c.top.prepare()
+
     def total_bound(self, new_tokens: int, chunk: int, cached: int = 0) -> int | None:
         """An upper bound of ``held before + peak`` (the prefix's cache included), or ``None`` where the
         answer is the exact model (``exact_only``)."""
@@ -155,11 +183,24 @@ class FastPeak:
             if c is _EXACT:
                 return None
         k = (new_tokens - 1) // chunk
-        if k < 2 and not cached or k < 1 or chunk < 2:
+        if k < 1 or chunk < 2:
             return None
+        v = None
+        if not cached:  # the first call (fresh caches, a full chunk) is one of the request's calls
+            if c.grid is None:
+                self._fresh_grid(c, chunk)
+            v = c.first
+            r = (new_tokens - 1) % chunk
+            if c.top and r >= c.top.lo:  # the shorter call, nearly a chunk: the prompt's highest, often
+                f = c.top.bounds(r, chunk * k)[0]
+                if f is not None and (v is None or f > v):
+                    v = f
+            if k < 2:
+                return v
         if c.lower is None:  # built on the first use (the oMLX facade never asks)
             c.lower = c.model.pieces(chunk, chunk, "lower")[0]
-        return c.lower.at(cached + chunk * (k - 1))
+        f = c.lower.at(cached + chunk * (k - 1))
+        return f if cached or v is None or f > v else v
 
     def _total(self, c: _Chunk, new: int, S: int, cached: int) -> int:
         k, r = divmod(new - 1, S)
@@ -178,6 +219,10 @@ class FastPeak:
                     v = f
             if r and k:
                 f = c.calls[_bucket(c.tops, r)].at(S * k)
+                if c.top and r >= c.top.lo:
+                    g = c.top.bounds(r, S * k)[1]
+                    if g < f:
+                        f = g
                 if f > v:
                     v = f
             return v
@@ -216,6 +261,10 @@ class FastPeak:
             v = self._exact(q + 1, q, 0)  # a fresh call of q queries, then the last token
             vals.append(v if not vals or v > vals[-1] else vals[-1])
         c.one = self._exact(1, S, 0)  # a one-token prompt: one fresh call, the last
+        # the first call of every longer prompt: exact(S + 1) is the larger of it and the last token after it,
+        # so it is the first call's own total wherever the last token's bound stays below it (else unknown)
+        e = self._exact(S + 1, S, 0)
+        c.first = e if S > 1 and e > c.lasts[bisect_left(c.ltops, S)].at(S) else None
         c.grid_v = vals
         c.grid = grid
 
@@ -305,6 +354,8 @@ class FastPeak:
             last_b.append(cumb)
         c = _Chunk(m, tops, calls, beyond, lasts[-1], last_b[-1], None, m.add_bytes(S))
         c.ltops, c.lasts = ltops, lasts
+        if fresh is True and TopStep.applies(m, S):
+            c.top = TopStep(m, S, calls[-1])
         return c
 
 

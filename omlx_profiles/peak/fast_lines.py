@@ -18,7 +18,9 @@ What a request's history leaves unknown is taken at its worst, so the line bound
 * the cache update's layout: a copy (6 ops, the old buffer's bytes) or in place (2 ops, nothing). The window
   maximum never falls when an item takes fewer executor slots or more bytes (every window of the wider
   layout maps into one of the narrower), so the update is charged with the copy's bytes in the in-place
-  op count: one layout bounds both (``_contract``). The lower bound does the reverse.
+  op count: one layout bounds both (``_contract``). The lower bound does the reverse, except for the
+  copies it knows happen: a call that must grow every ``KVCache`` (``CallModel.grows``) and, without a
+  prefix, a rotating cache after a full chunk keep their copy layout and bytes (at least the offset's rows).
 
 The call's query count enters through buckets (a call of ``q <= Q`` queries is charged as ``Q``, within the
 same route: bucket tops include every query-length threshold of the kernel table).
@@ -62,10 +64,18 @@ class CallModel:
 
     def reach(self, S: int, last: bool = False) -> int:
         """``reach(S)``; for a prompt without a cached prefix, the chunk calls' own capacity phases: the
-        history is then fixed (``cycle_reach``). The last token: any phase (``reach``)."""
-        if self.fresh_history and not last:
-            return cycle_reach(S)
+        history is then fixed (``cycle_reach``). The last token follows one more call, which either fits (fewer
+        rows left) or grows by its own step (fewer than 256 left past it): at most ``cycle_reach + 255``."""
+        if self.fresh_history:
+            return cycle_reach(S) if not last else min(reach(S), cycle_reach(S) + STEP - 1)
         return reach(S)
+
+    def grows(self, Q: int, S: int) -> bool:
+        """Every call of ``Q`` queries after the first (history chunk ``S``) grows every ``KVCache``: fewer
+        than ``Q`` rows are ever free past the offset before it (``reach``), so the update is the copy layout
+        (6 ops, the old buffer of at least ``offset`` rows and the ``256 * ceil(Q / 256)`` zero rows), never
+        in place; the caches then hold at least ``offset + 256 * ceil(Q / 256)`` rows."""
+        return self.reach(S) < Q
 
     # -- breakpoints ---------------------------------------------------------------------------------
     def windows(self) -> set[int]:
@@ -115,6 +125,9 @@ class CallModel:
         while q < S:  # powers of 4 in between: a shorter call is charged at most 4x its queries
             tops.add(q)
             q *= 4
+        # every 256-row step: the rows a growing call adds (``256 * ceil(q / 256)``) are one per bucket, and
+        # a call of q queries is charged at most 255 more (the lower bound's band stays at a few KB)
+        tops.update(range(STEP, S, STEP))
         return sorted(self.changes | {t for t in tops if 1 <= t <= S})
 
     def _layout(self, q: int, S: int) -> tuple:
@@ -157,8 +170,8 @@ class CallModel:
                 b.update((W - 256, W - 255, W - 256 + S))
             elif mode in ("last", "one"):
                 b.update((W - 256 + (Q if mode == "last" else S), W - 1))
-            else:
-                b.add(W - 1)
+            else:  # lower: the rotating buffer's rows saturate, and pass the call's own (``_steps``)
+                b.update((W - 1, W, W - 1 + S, W + S, W - 1 + Q, W + Q))
         sliding = bool(self.windows())
         for t in self.kv_thresholds(1 if mode in ("last", "one") else Q):
             if mode in ("last", "one"):
@@ -191,7 +204,11 @@ class CallModel:
                     if mode != "lower":  # the previous call's conv views (at most a chunk's)
                         hold += c * state_snapshot_bytes(p, lt, e, S, act)
                 elif e.kind in GROWING:
-                    if mode == "lower":
+                    if mode == "lower" and self.grows(Q, S) and off:
+                        # every such call grows (``grows``): the copy layout, its old buffer at least the offset
+                        out.append(EntryStep(e.kind, off, off + G, off + Q, zero_rows=G))
+                        hk, ak = (off + G) * rb, 0
+                    elif mode == "lower":
                         out.append(EntryStep(e.kind, off + Q, off + Q, off + Q))
                         hk, ak = (off + Q) * rb, 0
                     elif mode in ("last", "one"):
@@ -214,7 +231,15 @@ class CallModel:
                         add += ak
                 elif e.kind == "sliding":
                     W = e.window
-                    if mode == "lower":
+                    if mode == "lower" and self.fresh_history and off >= S > 1:
+                        # after a full chunk of a prompt without a prefix the rotating buffer is known: it
+                        # holds min(offset, window - 1 + S) rows in temporal order, trims to window - 1
+                        # and concatenates the call's (``RotatingState``)
+                        old = min(off, W - 1 + S)
+                        new = min(old, W - 1) + Q
+                        out.append(EntryStep("sliding", old, new, new, trim_rows=W - 1 if old > W - 1 else 0))
+                        hold += max(old, new) * rb
+                    elif mode == "lower":
                         old = min(off, W - 1)
                         out.append(EntryStep("sliding", old + Q, old + Q, old + Q))
                         hold += (old + Q) * rb
@@ -251,7 +276,10 @@ class CallModel:
         ctx, items = items_of_call(self.p, q, off, steps, self.routes, self.tiled, self.dtype, self.act, self.nax,
                                  last=last, direct=False, bound=self.worst == "bound")
         if contract:
-            items = [_contract(it, mode) for it in items]
+            # the lower bound keeps a copy it knows happens: a growing cache's (``grows``), a sliding
+            # cache's after a full chunk of a prompt without a prefix (``_steps``)
+            grows = mode == "lower" and off > 0 and (self.grows(Q, S) or self.fresh_history and off >= S > 1)
+            items = [_contract(it, mode, grows) for it in items]
         all_sums: list[dict] = []
         if self.worst:
             run_ahead = run_ahead_ops(self.routes)
@@ -327,11 +355,13 @@ class CallModel:
         return _monotone(Pieces(starts, tot)), _monotone(Pieces(starts, beyond))
 
 
-def _contract(it, mode: str):
+def _contract(it, mode: str, grows: bool = False):
     """A cache update in the layout that bounds both: the copy's bytes in the in-place op count (upper), or
     nothing in the copy's op count (lower)."""
     if it.term != "kv_update_copy":
         return it
     if mode == "lower":
+        if it.ops == 6 and it.bytes and grows:  # a growing cache's copy, known to happen (``CallModel.grows``)
+            return it
         return replace(it, bytes=0, ops=max(it.ops, 6), out=0)
     return replace(it, ops=min(it.ops, 2))

@@ -87,6 +87,7 @@ class RouteDecision:
     q_tile: int | None
     kv_tile: int | None
     source: str
+    output_in_query_layout: bool = False  # the output needs no copy before o_proj (``Route.output_in_query_layout``)
 
 
 def _matches(r: Route, c: SdpaCall) -> bool:
@@ -213,7 +214,7 @@ class KernelRoutes:
                                      "runtime: register_tiled_prefill_head_dim")
         for r in self.table.routes:
             if _matches(r, call):
-                return RouteDecision(r.name, r.route, r.q_tile, r.kv_tile, r.source)
+                return RouteDecision(r.name, r.route, r.q_tile, r.kv_tile, r.source, r.output_in_query_layout)
         raise UnsupportedError(
             f"unsupported: no {self.backend} SDPA rule matches D={call.head_dim}/{call.v_head_dim} qL={call.q_len} "
             f"kL={call.kv_len} mask={call.mask} ({self.file} should end with a catch-all rule)"

@@ -27,8 +27,12 @@ from .replay import KV_SCALED_KINDS, EntryState, calls_of, entry_bytes, fill_pre
 from .request import Breakdown, Request, Verdict
 __all__ = ["Breakdown", "Request", "SMALL_ARRAYS", "Verdict", "call_items", "prefill_peak", "run_ahead_ops"]
 
-# How many calls of a long prompt are evaluated: the peak call is always among the last ones (the held
-# cache and every kL-dependent term only grow), plus the first (nothing held yet, but the longest chunk).
+# How many calls of a long prompt are evaluated: among calls that grow no cache the peak is among the last
+# ones (the held cache and every kL-dependent term only grow), plus the first (nothing held yet, but the
+# longest chunk). A call that grows a cache also copies it (KVCache's concatenate), so the LAST call that grows
+# each layer type's caches is evaluated too: with chunks under 256 tokens it can be far from the tail (a
+# 2383-token prompt in chunks of 7 grows the full-attention caches every ~37 calls), and skipping it was under
+# the truth and made the peak fall as the cached prefix grew (issue 14 item 4).
 _TAIL_CALLS = 3
 
 
@@ -146,30 +150,43 @@ def _prefill_peak(p: Profile, request: Request, kr: KernelRoutes, dtype: str | N
         {0, *range(n_calls - _TAIL_CALLS, n_calls)}
     best: CallPeak | None = None
     q_prev = 0
+    last_growing: dict[str, tuple] = {}  # layer type -> the latest call that grew one of its caches (not evaluated)
+
+    def evaluate(ci, s, offset, steps, kv_before, snap_before):
+        nonlocal best
+        growth = growth_scaled = 0
+        for name, sts in states.items():
+            for st, stp in zip(sts, steps[name]):
+                e = st.e
+                if e.kind == "state":
+                    add = e.state_bytes(act) if stp.old_rows == 0 else 0
+                else:
+                    add = max(0, stp.new_rows - stp.old_rows) * e.row_elements * act
+                if e.kind in KV_SCALED_KINDS:
+                    growth_scaled += counts[name] * add
+                else:
+                    growth += counts[name] * add
+        growth += scale_up(growth_scaled, kv_scale)
+        cp = call_peak(p, ci, s, offset, steps, kr, tiled, dt, act, nax, window, last=(ci == n_calls - 1),
+                       kv_before=kv_before, snap_before=snap_before, growth=growth,
+                       direct=request.schedule == "direct", worst=worst)
+        if best is None or cp.total > best.total:
+            best = cp
+
     for ci, s in enumerate(calls):
         kv_before, snap_before = held(True, q_prev)
         steps = {name: tuple(st.step(s) for st in sts) for name, sts in states.items()}
         if ci in wanted:
-            growth = growth_scaled = 0
-            for name, sts in states.items():
-                for st, stp in zip(sts, steps[name]):
-                    e = st.e
-                    if e.kind == "state":
-                        add = e.state_bytes(act) if stp.old_rows == 0 else 0
-                    else:
-                        add = max(0, stp.new_rows - stp.old_rows) * e.row_elements * act
-                    if e.kind in KV_SCALED_KINDS:
-                        growth_scaled += counts[name] * add
-                    else:
-                        growth += counts[name] * add
-            growth += scale_up(growth_scaled, kv_scale)
-            cp = call_peak(p, ci, s, offset, steps, kr, tiled, dt, act, nax, window, last=(ci == n_calls - 1),
-                            kv_before=kv_before, snap_before=snap_before, growth=growth,
-                            direct=request.schedule == "direct", worst=worst)
-            if best is None or cp.total > best.total:
-                best = cp
+            evaluate(ci, s, offset, steps, kv_before, snap_before)
+        else:
+            for name, stps in steps.items():
+                if any(stp.new_rows != stp.old_rows or stp.zero_rows or stp.trim_rows for stp in stps):
+                    last_growing[name] = (ci, s, offset, steps, kv_before, snap_before)
         offset += s
         q_prev = s
+    for ci, *rest in sorted({v[0]: v for v in last_growing.values()}.values(), key=lambda v: v[0]):
+        if ci not in wanted:
+            evaluate(ci, *rest)
     resident_after, _ = held(True, 1)
     assert best is not None
     terms: dict[str, int] = {}

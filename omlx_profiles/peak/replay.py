@@ -8,6 +8,7 @@ replays too; this module only records, per call, what the peak model reads from 
 from __future__ import annotations
 
 from ..kv.replay import ChunkedState, RotatingState, calls_for, kv_advance, kv_call, runs
+from ..kv.work import charge
 from ..registry.profile import CacheEntry
 from .ops.items import EntryStep
 
@@ -130,6 +131,7 @@ def calls_of(request) -> tuple[list[int], list[int]]:
     calls = calls_for(request.new_tokens, request.schedule, request.chunk)
     if request.cached and request.schedule == "generate" and request.new_tokens == 1:
         calls = [1]
+    charge(len(calls), request.chunk)  # the prompt's own calls are what a replay costs (kv/work.py)
     return prefix_calls, calls
 
 

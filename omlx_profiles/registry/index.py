@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError, Issue, ProfileError, UnknownModelError
-from ..files import yaml_files
+from ..files import shown_path, user_path, yaml_files
 from .files import LoadedFile, VariantRecord, load_file, resolve_variants
 from .paths import builtin_profiles_dir, env_profile_dirs
 from .naming import NameQuant, parse_id
@@ -230,7 +230,7 @@ def _split_where(where: str) -> tuple[str, int | None]:
 
 
 def _shown_path(p: object, n: int = 160) -> str:
-    s = str(p)
+    s = shown_path(str(p))
     return s if len(s) <= n else s[: n // 2] + "..." + s[-n // 2:]
 
 
@@ -383,14 +383,25 @@ def load_registry(extra_dirs: list[Path | str] | None = None, *, include_env: bo
     """The built-in registry plus ``extra_dirs`` and ``OMLX_PROFILES_PATH`` (user entries win)."""
     sources = [profile_files(builtin_profiles_dir())]
     try:
-        dirs = [Path(d) for d in (extra_dirs or [])]
+        dirs = [user_path(d, "profiles directory") for d in (extra_dirs or [])]
     except TypeError as e:
         raise InputError(f"profile directories must be paths: {e}") from None
+    origin = {d: "--profiles" for d in dirs}
     if include_env:
         try:
-            dirs = env_profile_dirs() + dirs
-        except (RuntimeError, OSError, ValueError) as e:  # '~nosuchuser/...' cannot be expanded
+            env = env_profile_dirs()
+        except (InputError, OSError, ValueError) as e:  # a NUL in the list
             raise ProfileError([Issue("OMLX_PROFILES_PATH", None, "", f"cannot use this directory list: {e}")]) from None
+        origin.update({d: "OMLX_PROFILES_PATH" for d in env if d not in origin})
+        dirs = env + dirs
     for d in dirs:
-        sources.append(profile_files(d))
+        try:
+            found = profile_files(d)
+            if not found:  # a user directory that adds nothing is a mistake said, not an empty overlay
+                raise ProfileError([Issue(_shown_path(d), None, "", "profiles directory holds no profile files "
+                                          "(*.yaml / *.yml): nothing would be loaded from it")])
+        except ProfileError as e:  # say which setting named the directory
+            raise ProfileError([Issue(i.file, i.line, i.path, f"{i.message} (from {origin.get(d, '--profiles')})")
+                                for i in e.issues]) from None
+        sources.append(found)
     return build_registry(sources, strict=strict)

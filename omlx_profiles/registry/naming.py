@@ -21,6 +21,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ..errors import Issue, NotMLXCheckpointError, ProfileError
+from ..quantization import kernel_problem
 from ..schema.naming import NamingTable, _Suffix
 from .paths import builtin_profiles_dir
 
@@ -176,6 +177,10 @@ def parse_id(query: str) -> ParsedId:
         else:
             break
     quant = _quant(found) if found else None
+    for part in (quant.parts if quant else ()):
+        why = kernel_problem(part.mode, part.bits, part.group_size)
+        if why:  # a name no MLX checkpoint can have: said, not estimated at bits the kernels cannot run
+            raise NotMLXCheckpointError(query, "named with a quantization MLX has no kernel for", f"the name says {why}")
     bases: list[str] = []
     vtok: list[str] = []
     base = cur

@@ -33,7 +33,9 @@ def kernels_dir() -> Path:
 def env_profile_dirs() -> list[Path]:
     """User profile directories from ``OMLX_PROFILES_PATH`` (os.pathsep-separated)."""
     raw = os.environ.get(ENV_PROFILES_PATH, "")
-    return [Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip()]
+    from ..files import user_path
+
+    return [user_path(p, ENV_PROFILES_PATH) for p in raw.split(os.pathsep) if p.strip()]
 
 
 def data_file_kind(path: Path) -> str:

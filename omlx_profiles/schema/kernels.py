@@ -59,6 +59,10 @@ class Route(Strict):
     route: Literal["fused", "vector", "fallback", "blocked", "tiled"]
     q_tile: PosInt | None = Field(None, description="blocked kernels: query rows per score tile")
     kv_tile: PosInt | None = Field(None, description="tiled kernels: kv block width bounding the score tile")
+    output_in_query_layout: bool = Field(
+        False, description="the kernel allocates its output in the query's memory order, (B, qL, n_q, Dv) for "
+                           "mlx-lm's transposed queries, so the transpose + reshape before o_proj is a view, not a "
+                           "copy (MLX CUDA: malloc_with_same_layout in cuDNN SDPA; sdpa_vector's (B, L, H, D) strides)")
     source: str = Field(min_length=1, description="where the rule comes from (file, commit, measurement)")
 
     @model_validator(mode="after")

@@ -1,6 +1,6 @@
 """Hypothesis strategies for the two file formats users hand us: config.json and safetensors headers.
 
-``configs()``: a real config (Qwen3-8B's keys) with a few keys replaced by hostile values of every JSON
+``configs()``: a real config (Qwen3-8B's keys, or Qwen3-Next's, whose linear_* keys a recipe formula reads) with a few keys replaced by hostile values of every JSON
 type (huge, negative and zero integers, NaN/Infinity, floats where ints belong, strings with control
 characters, booleans, nulls, nested containers) and sometimes an MLX ``quantization`` block, valid or not.
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import struct
+from pathlib import Path
 
 from hypothesis import strategies as st
 
@@ -40,10 +41,17 @@ quantization = st.one_of(
     st.dictionaries(st.sampled_from(["bits", "group_size", "mode", "lm_head"]), hostile_values, max_size=4))
 
 
+#: A hybrid whose state shapes are formulas over config keys (module recipe): its ``linear_*`` integers are
+#: read by the recipe reader, not ``Reader.int`` (a 400-digit one reached float arithmetic, session 6).
+NEXT_CONFIG = json.loads((Path(__file__).resolve().parents[1] / "configs" / "qwen3-next-80b-a3b-thinking.json")
+                         .read_text())
+
+
 @st.composite
 def configs(draw) -> dict:
-    c = dict(BASE_CONFIG)
-    for key in draw(st.lists(st.sampled_from(sorted(BASE_CONFIG)), max_size=3, unique=True)):
+    base = draw(st.sampled_from([BASE_CONFIG, NEXT_CONFIG]))
+    c = dict(base)
+    for key in draw(st.lists(st.sampled_from(sorted(base)), max_size=3, unique=True)):
         c[key] = draw(hostile_values)
     q = draw(quantization)
     if q is not None:
@@ -55,7 +63,9 @@ def config_text(c: dict) -> str:
     return json.dumps(c, allow_nan=True)
 
 
-dtypes = st.one_of(st.sampled_from(sorted(DTYPE_BITS)), st.sampled_from(["F128", "", "bf16"]), st.integers())
+dtypes = st.one_of(st.sampled_from(sorted(DTYPE_BITS)), st.sampled_from(["F128", "", "bf16"]), st.integers(),
+                   st.none(), st.lists(st.sampled_from(["F16", "BF16"]), max_size=2),  # unhashable: was a TypeError
+                   st.dictionaries(st.sampled_from(["F16"]), st.integers(), max_size=1))
 
 
 @st.composite

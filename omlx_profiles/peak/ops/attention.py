@@ -151,6 +151,16 @@ def _rope_output(ctx: CallContext, fused: bool, S: int, row: int, width: int) ->
     return ((S - 1) * row + width) * ctx.act
 
 
+def _output_in_query_layout(ctx: CallContext, call: SdpaCall, family: str) -> bool:
+    """The SDPA kernel of this call writes its output in the queries' (B, L, H, D) memory order, so the
+    transpose + reshape before o_proj copies nothing (``Route.output_in_query_layout``); never in the
+    worst-case items."""
+    if ctx.bound and call.q_len > 1:
+        return False
+    r = route_for(ctx, call, family)
+    return r.output_in_query_layout and r.route in ("fused", "vector")
+
+
 def attention_items(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallContext, *, cache_only: bool) -> list[Item]:
     """A standard (GQA) attention layer: full, sliding or chunked cache."""
     S, s = ctx.q_len, ctx.act
@@ -220,8 +230,16 @@ def attention_items(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallCon
     items += sdpa
     if gate:  # output * sigmoid(gate)
         items.append(Item("attn_gate", 2 * S * n_q * dv * s, 2, 1, out=S * n_q * dv * s, elems=3 * S * n_q * dv))
-    items.append(Item("o_proj", S * n_q * dv * s + S * h * s, 2, 2, out=S * h * s,
-                      elems=S * n_q * dv + h * n_q * dv + S * n_q * dv))
+    if _output_in_query_layout(ctx, call, fam):
+        # the kernel wrote (B, L, H, Dv) order: transpose + reshape are views, o_proj reads them directly, so
+        # no copy buffer. The graph-commit counters (nodes, elems) keep the copy's kernel: the commit replay is
+        # matched to the traced launches with them (test_cuda_graphs), and moving one kernel without the other
+        # kernel counts s5-moe found (KV update, per-op placement) shifts graph ends away from the traces.
+        items.append(Item("o_proj", S * h * s, 2, 2, out=S * h * s, op_bytes=(0, S * h * s),
+                          elems=S * n_q * dv + h * n_q * dv + S * n_q * dv))
+    else:  # the (B, H, L, Dv) output is copied to (B, L, H * Dv) first
+        items.append(Item("o_proj", S * n_q * dv * s + S * h * s, 2, 2, out=S * h * s,
+                          elems=S * n_q * dv + h * n_q * dv + S * n_q * dv))
     if tr.sandwich_norm:
         items.append(fast_op(ctx, "rms_norm", S * h * s, weight=h, donates=True))
     items.append(Item("residual", S * h * s, 1, elems=2 * S * h))

@@ -44,9 +44,8 @@ def linear_attention_items(p: Profile, lt: LayerType, entry: CacheEntry, step: E
 
     The conv window is concatenated with the chunk ((K-1+S) x conv_dim) and the new conv state is a view
     of that buffer (held until the next call: ``state_snapshot_bytes``). Off Metal the recurrence runs
-    as ops, one step per token (gated_delta_ops) or per 256-token block (Mamba2 ssm), each step writing
-    a new fp32 state and state-sized products: their bytes are spread over the steps' ops so the window
-    holds as many steps as fit.
+    as ops, one step per token (gated_delta_ops: ``deltanet_recurrence_items``, the state chain then the
+    readouts) or per 256-token block (Mamba2 ssm), each step writing a new fp32 state and state-sized products.
     """
     S, s, h = ctx.q_len, ctx.act, p.hidden_size
     d = state_dims(p, lt, entry)
@@ -63,25 +62,19 @@ def linear_attention_items(p: Profile, lt: LayerType, entry: CacheEntry, step: E
         items.append(Item("deltanet.conv", (d.k1 + S) * d.conv_dim * s + 2 * S * d.conv_dim * s, 3,
                           out=S * d.conv_dim * s))
         items.append(fast_op(ctx, "rms_norm", S * max(d.conv_dim - nvdv, 0) * s))
-        items.append(Item("deltanet.gates", S * nv * 4 * 4, 4, out=S * nv * 4 * 2))
         if ctx.routes.backend == "metal":
+            items.append(Item("deltanet.gates", S * nv * 4 * 4, 4, out=S * nv * 4 * 2))
             items.append(Item("deltanet.kernel", d.ssm_elems * sb + S * nvdv * s, 1))
         else:
-            # gated_delta_ops: a Python loop of one compiled step per token (state*k, k*delta, state*q: fp32,
-            # state-sized). Every step's new fp32 state stays allocated until the layer's outputs are stacked:
-            # the step's y and state are outputs of one compiled primitive, and the y kept for mx.stack keeps
-            # its sibling. Measured on the H200 (Qwen3-Next, 8 layers at real widths, commits_gdn.json): a flat
-            # 4.4 GiB at 2048 tokens, 1.25 GiB at 512 ~ q_len x (Hv x Dv x Dk x 4) + the step temporaries;
-            # the per-step aggregate this replaces gave 0.47-0.81. The loop is items of consecutive steps
-            # (~8 kernels each for CUDA's commit rule), each carrying its states through the stack.
-            st_b = d.ssm_elems * 4
-            parts = [S * i // 8 for i in range(9)]
-            spans = [(a, b) for a, b in zip(parts, parts[1:]) if b > a]
-            for k, (a, b) in enumerate(spans):
-                n = b - a
-                items.append(Item("deltanet.recurrence_states", n * st_b + (2 * st_b if k == 0 else 0), 8 * n,
-                                  carry=n * st_b, carry_items=len(spans) - k - 1, elems=n * 3 * d.ssm_elems))
-            items.append(Item("deltanet.stack", S * nvdv * s, 1))
+            # what the loop reads until its last readout: q and k (normalized, repeated to the value heads),
+            # v (a view of the conv output, which it keeps whole), g and beta; z (a view of the in_proj
+            # output, kept whole until the output norm)
+            dk = d.ssm_shape[2] if len(d.ssm_shape) == 3 else 1
+            held = (2 * S * nv * dk * s + S * d.conv_dim * s + S * (d.conv_dim + nvdv + 2 * nv) * s
+                    + S * nv * 4 * 2)
+            items.append(Item("deltanet.gates", S * nv * 4 * 4 + 2 * S * nv * dk * s, 6, out=0,
+                              carry=held, carry_items=1))
+            items += deltanet_recurrence_items(S, d, nvdv, s, held, S * (d.conv_dim + nvdv + 2 * nv) * s)
         if not cache_only:
             items.append(Item("deltanet.out_norm", S * nvdv * s * 3, 5, out=S * nvdv * s))
             items.append(Item("o_proj", S * h * s, 1, elems=S * nvdv + h * nvdv))
@@ -118,6 +111,59 @@ def linear_attention_items(p: Profile, lt: LayerType, entry: CacheEntry, step: E
             items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
         return items
     raise UnsupportedError(f"unsupported: no transient model for the state layers of mlx-lm {fam!r}")
+
+
+# spans per phase of the loop: the carry rounds a window edge inside a span up to the whole span (at most 1/32 of
+# the layer's states over); 32 keeps that small and the item count low
+DELTANET_SPANS = 32
+CHAIN_KERNELS, READOUT_KERNELS = 6, 2  # kernels per step of each phase (traced on the H200, see below)
+
+
+def deltanet_recurrence_items(S: int, d: StateDims, nvdv: int, act: int, held: int, held_z: int) -> list[Item]:
+    """``gated_delta_ops`` (off Metal) in the order MLX evaluates it: a Python loop of one compiled step per
+    token builds a lazy graph whose two outputs per step are the new fp32 state and ``y = sum(state * q)``.
+    MLX evaluates the graph depth-first from what is asked for (the cache's final state, then the next layer's
+    input), so it runs the **state chain** first — every step's new state, each kept because its own ``y``
+    still reads it — and only then the **readouts** ``y_0 .. y_{S-1}``, each freeing its state, then the stack.
+
+    Traced on the H200 (Qwen3-Next 8 layers at real widths, ``results/commits_gdn.json``, 32k / step 2048,
+    the chunk's memory at every graph launch): per gated-DeltaNet layer the active memory climbs by one
+    2 MiB state per step over ~120 graphs of 101 kernels (~6 kernels per step), peaks at S states
+    (4.3 GiB at S = 2048), falls back linearly over ~40 graphs (~2 kernels per readout), then the stack
+    (one graph of S + ~40 copy nodes) starts from ~0.2 GiB: the next layer's attention scores never meet
+    the states. The items before held every state until the stack and then across CUDA's whole 11-graph
+    window, next to the following attention's fallback scores: 1.17-1.65 of the measured peak.
+
+    Items: ``DELTANET_SPANS`` chain spans, then as many readout spans, then the stack. Each span hands the
+    next one everything still alive (``carry``, one item on): ``held`` (what the loop reads: q, k, v, g,
+    beta, and z's in_proj buffer), the states written so far and not yet read out, the ``y``s so far.
+    Within a span its bytes are what the steps allocate: a chain step its new state and two state-sized
+    temporaries (``state * decay``, ``k * delta``: inputs of the step's kernels, so held while its graph is
+    in flight), a readout its ``state * q`` product and ``y`` (fp32 sum, cast)."""
+    st_b = d.ssm_elems * 4
+    y_b = nvdv * act
+    parts = [S * i // DELTANET_SPANS for i in range(DELTANET_SPANS + 1)]
+    spans = [b - a for a, b in zip(parts, parts[1:]) if b > a]
+    items = []
+    states = 0
+    for k, n in enumerate(spans):
+        states += n * st_b
+        # the carry also counts the next span's states: a window that starts inside that span holds the states
+        # it wrote before the window's edge (bytes spread evenly over the span would miss them), so the
+        # discretization errs by at most one span's states, on the safe side
+        ahead = spans[k + 1] * st_b if k + 1 < len(spans) else 0
+        items.append(Item("deltanet.recurrence_states", n * 4 * st_b + (2 * st_b if k == 0 else 0),
+                          CHAIN_KERNELS * n, carry=held + states + ahead, carry_items=1, out=0,
+                          elems=n * 3 * d.ssm_elems))
+    ys = 0
+    for n in spans:
+        states -= n * st_b
+        ys += n * y_b
+        items.append(Item("deltanet.readout", n * (nvdv * 4 + y_b) + st_b, READOUT_KERNELS * n,
+                          carry=held + states + ys, carry_items=1, out=0, elems=n * (d.ssm_elems + nvdv)))
+    # mx.stack of S arrays: one copy kernel per input, all in one graph (traced: a graph of S + ~40 nodes)
+    items.append(Item("deltanet.stack", S * nvdv * act, 1, nodes=S, carry=held_z, carry_items=1))
+    return items
 
 
 def unverified_peak(p: Profile, routes: KernelRoutes) -> str | None:
