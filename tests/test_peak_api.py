@@ -105,3 +105,28 @@ def test_unknown_mlx_version_is_an_error(cli):
     code, out, err = cli("estimate", "llama-3.1-8b", "--tokens", "1k", "--mlx-version", "0.20.0", "--json")
     d = json.loads(out) if code == 0 else None
     assert code == 0 and d["peak_bytes"] is None and "no metal kernel table" in d["peak_unknown"]
+
+
+def test_fits_refuses_a_prompt_past_the_models_context():
+    """Issue 18: the API verdict, like the CLI's, does not admit a length the model was not trained for
+    (qwen3-8b: max_context 40,960), whatever the budget; inside the context it is the memory verdict."""
+    e = est("qwen3-8b")
+    mc = e.profile.max_context
+    assert mc == 40960
+    past = e.fits(Request(mc + 1, chunk=2048), 1 << 40, weights_bytes=16 << 30)
+    assert past.fits is False and past.past_context and "past the model's context" in past.message
+    prefix = e.fits(Request(mc + 10, cached=mc - 1000, chunk=2048), 1 << 40, weights_bytes=16 << 30)
+    assert prefix.fits is False and prefix.past_context  # the cached prefix counts toward the context
+    inside = e.fits(Request(mc, chunk=2048), 1 << 40, weights_bytes=16 << 30)
+    assert inside.fits is True and inside.past_context is None
+
+
+def test_weights_of_an_unknown_user_home_is_not_an_internal_error(tmp_path, monkeypatch):
+    """``~nosuchuser/...`` stays as written (a shell does the same): no RuntimeError from pathlib."""
+    from omlx_profiles.estimate.weights import estimate_weights
+    monkeypatch.chdir(tmp_path)
+    res = REG.resolve("qwen3-8b")
+    try:
+        estimate_weights(res, model_dir="~nosuchuser_omlx/model")
+    except InputError:
+        pass  # a clear error about the missing directory is fine; a RuntimeError is not

@@ -11,7 +11,7 @@ from ..kv.bytes import KVQuant, KVReport, kv_report
 from ..kv.replay import STEP  # mlx-lm KVCache allocation step: max_tokens searches on it first
 from ..peak.prefill import Breakdown, Request, Verdict, prefill_peak
 from ..peak.kernels import KernelRoutes
-from ..registry.profile import Profile
+from ..registry.profile import Profile, past_context
 from ..units import MAX_BYTES, format_bytes
 from ..validation import check_count
 from .budget import resolve_reserve
@@ -95,6 +95,9 @@ class Estimator:
         res = resolve_reserve(budget, reserve)
         usable = max(0, budget - res)
         key = (request, backend, mlx_version, dtype, nax)
+        beyond = past_context(self.profile, request.tokens)  # the cached prefix is part of it
+        if beyond is not None:  # as the CLI: a length the model was not trained for is not admitted
+            return _LazyVerdict(self, key, budget, res, usable, w, given, fits=False, past_context=beyond)
         fp = self._fast_peak(request, backend, mlx_version, dtype, nax)
         if fp is not None:
             new, chunk, cached = request.new_tokens, request.chunk, request.cached
@@ -231,9 +234,10 @@ class _LazyVerdict(Verdict):
     exact total within ``fit_margin`` of the usable budget (its headroom may then be 0 up to that margin)."""
 
     def __init__(self, est: "Estimator", key, budget: int, reserve: int, usable: int, weights: int, given: bool,
-                 fits: bool = True, margin: bool = False):
+                 fits: bool = True, margin: bool = False, past_context: str | None = None):
         self.__dict__.update(fits=fits, budget_bytes=budget, reserve_bytes=reserve, usable_bytes=usable,
-                             weights_bytes=weights, _est=est, _key=key, _given=given, margin=margin)
+                             weights_bytes=weights, _est=est, _key=key, _given=given, margin=margin,
+                             past_context=past_context)
 
     @property
     def breakdown(self) -> Breakdown:  # type: ignore[override]
@@ -253,6 +257,9 @@ class _LazyVerdict(Verdict):
         total, usable, budget, res = self.total_bytes, self.usable_bytes, self.budget_bytes, self.reserve_bytes
         request = self._key[0]
         wnote = "" if self._given else " (prefill only: weights_bytes not given, the weights are not counted)"
+        if self.past_context is not None:
+            return (f"does not fit: past the model's context - {self.past_context} (needs {format_bytes(total)} of "
+                    f"{format_bytes(usable)} usable){wnote}")
         if self.fits:
             return (f"fits: {format_bytes(total)} of {format_bytes(usable)} usable ({format_bytes(budget)} budget - "
                     f"{format_bytes(res)} reserve), {format_bytes(usable - total)} to spare{wnote}")

@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import UnsupportedError
 from ..kv.bytes import KVQuant, KVReport, kv_report
 from ..registry.index import Resolution
+from ..registry.profile import past_context  # noqa: F401  (one rule for every verdict; re-exported)
 
 DEFAULT_BACKEND = "metal"  # what oMLX and mlx-lm servers run on; --backend changes it, the output names it
 
@@ -128,16 +129,6 @@ def peak_section(res: Resolution, opts: EstimateOptions) -> dict:
         out["fits"] = None
         out["headroom_bytes"] = None
     return out
-
-
-def past_context(profile, tokens: int) -> str | None:
-    """Why ``tokens`` is past the model's context (``max_context``: max_position_embeddings, times a
-    YaRN factor where the config has one), or ``None``. One rule for every verdict the CLI prints."""
-    mc = getattr(profile, "max_context", None)
-    if mc and tokens > mc:
-        return (f"{tokens:,} tokens is past the model's context of {mc:,} (max_context): the memory numbers "
-                "are computed, but the model was not trained for this length")
-    return None
 
 
 def _weights(res: Resolution, opts: EstimateOptions) -> int | None:

@@ -100,3 +100,5 @@ class Verdict:
     weights_bytes: int
     breakdown: Breakdown
     message: str
+    margin: bool = False  # refused by the fast check's documented margin (``Estimator.fits``), not by the total
+    past_context: str | None = None  # why the request is past the model's context (then ``fits`` is False)

@@ -203,3 +203,13 @@ def _entry(s, v, in_list: bool) -> CacheEntry:
             in_list=in_list,
         )
     return CacheEntry(kind="none", in_list=in_list, slot=bool(getattr(s, "slot", False)))
+
+
+def past_context(profile, tokens: int) -> str | None:
+    """Why ``tokens`` is past the model's context (``max_context``: max_position_embeddings, times a
+    YaRN factor where the config has one), or ``None``. One rule for every verdict: the CLI's and ``Estimator.fits``."""
+    mc = getattr(profile, "max_context", None)
+    if mc and tokens > mc:
+        return (f"{tokens:,} tokens is past the model's context of {mc:,} (max_context): the memory numbers "
+                "are computed, but the model was not trained for this length")
+    return None

@@ -45,6 +45,7 @@ from pathlib import Path
 
 from ...dtypes import DTYPE_BYTES
 from ...errors import InputError
+from ...files import user_path
 from ...mlxlm.config import MAX_CONFIG_BYTES  # one limit for every config.json read
 from ...quantization import BOUND_GROUP, MODE_DEFAULTS, MODE_GROUPS, QUANT_BITS, Quantization
 from ...quantization import read as read_quantization
@@ -71,7 +72,7 @@ def estimate_weights(resolution, bits: int | None = None, model_dir=None, *, gro
     if group_size is not None and (type(group_size) is not int or group_size not in (16, 32, 64, 128)):
         raise InputError(f"weights group size must be 16, 32, 64 or 128, got {group_size!r}")
     profile = resolution.profile
-    d = Path(model_dir).expanduser() if model_dir is not None else _local_dir(resolution)
+    d = user_path(model_dir, "model directory") if model_dir is not None else _local_dir(resolution)
     config_q = config = None
     if d is not None:
         config = _read_config(d)
@@ -116,7 +117,10 @@ def _local_dir(resolution) -> Path | None:
     for cand in (getattr(resolution, "matched", None), getattr(resolution, "query", None)):
         if not cand:
             continue
-        p = Path(cand).expanduser()
+        try:
+            p = user_path(cand, "model path")
+        except InputError:  # a query that cannot name a file (NUL) is not a local directory
+            continue
         if p.is_file():
             p = p.parent
         if p.is_dir():
