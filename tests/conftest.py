@@ -84,3 +84,12 @@ def pytest_collection_modifyitems(config, items):
                         for m in item.iter_markers("xdist_group")})
         if names and "@" not in item.nodeid and hasattr(item, "_id"):
             item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(names)}")
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """An empty working directory (the hostile suites': anything a command writes there is a failure)."""
+    wd = tmp_path / "cwd"
+    wd.mkdir()
+    monkeypatch.chdir(wd)
+    return wd

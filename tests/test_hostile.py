@@ -39,15 +39,6 @@ def _param(case: str, *values):
     return pytest.param(*values, id=case)
 
 
-@pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    """An empty working directory: anything a command writes there is a failure."""
-    wd = tmp_path / "cwd"
-    wd.mkdir()
-    monkeypatch.chdir(wd)
-    return wd
-
-
 # --------------------------------------------------------------------------------------------------
 # Hand-written YAML profiles: what each must say (a fragment of the sentence).
 # --------------------------------------------------------------------------------------------------

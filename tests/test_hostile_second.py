@@ -32,14 +32,6 @@ QWEN = json.loads("""{"architectures": ["Qwen3ForCausalLM"], "head_dim": 128, "h
 MODEL = "qwen3-8b"
 
 
-@pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    wd = tmp_path / "cwd"
-    wd.mkdir()
-    monkeypatch.chdir(wd)
-    return wd
-
-
 def _model_dir(root: Path, name: str = "m", config: dict | None = None) -> Path:
     d = root / name
     d.mkdir(parents=True, exist_ok=True)

@@ -32,14 +32,6 @@ NEXT = json.loads((REPO / "tests" / "configs" / "qwen3-next-80b-a3b-thinking.jso
 MODEL = "qwen3-8b"
 
 
-@pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    wd = tmp_path / "cwd"
-    wd.mkdir()
-    monkeypatch.chdir(wd)
-    return wd
-
-
 def _config() -> dict:
     from .test_hostile_second import QWEN as Q
 
