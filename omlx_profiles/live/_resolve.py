@@ -57,28 +57,27 @@ def text_dict(config: dict) -> dict:
     return config
 
 
-def _text_args_class(module: str) -> str | None:
-    """``'pkg.Class'`` of the args class a wrapper module hands its text config to, from the module's file
-    (``profiles/mlx_lm/<module>.yaml``: ``args.class`` of its recipe or of the recipe it wraps); None when the
-    file has no text recipe."""
+def _text_module(module: str, text_model_type: str | None) -> str | None:
+    """The module whose recipe reads a wrapper's text config, from the wrapper's file
+    (``profiles/mlx_lm/<module>.yaml``): ``text_by`` (picked by the text model_type: mistral3), else the text
+    recipe it wraps (``args.class``'s module: gemma3 -> gemma3_text); None when the file has neither."""
     f = module_files().get(module)
-    if f is None or f.text is None or f.args is None:
+    if f is None:
         return None
-    return f.args.cls
+    if f.text_by is not None:
+        return f.text_by.module_for(text_model_type)
+    if f.text is None or f.args is None:
+        return None
+    return f.args.cls.split(".", 1)[0]
 
 
 def _inner_args_class(module: str, text_model_type: str | None):
-    """The args class a wrapper module hands its text_config to."""
-    if module == "mistral3":  # picks its inner module by the text model_type (hand-written wrapper)
-        from mlx_lm.models import llama, ministral3, mistral4
-
-        return {"ministral3": ministral3.ModelArgs, "mistral4": mistral4.ModelArgs}.get(
-            text_model_type, llama.ModelArgs
-        )
-    cls = _text_args_class(module)
-    if cls is None:
+    """The args class a wrapper module hands its text_config to (its text module's ``args.class``)."""
+    text = _text_module(module, text_model_type)
+    f = module_files().get(text) if text is not None else None
+    if f is None or f.args is None:
         return None
-    pkg, name = cls.rsplit(".", 1)
+    pkg, name = f.args.cls.rsplit(".", 1)
     return getattr(importlib.import_module(f"mlx_lm.models.{pkg}"), name)
 
 
@@ -100,7 +99,8 @@ def text_args(config: dict) -> Any:
     inner_cls = _inner_args_class(module, tc.get("model_type"))
     if inner_cls is None:
         raise ValueError(
-            f"no text-args resolver for wrapper module {module!r}; add it to _inner_args_class"
+            f"no text-args resolver for wrapper module {module!r}: profiles/mlx_lm/{module}.yaml names no text "
+            "recipe (text / text_by)"
         )
     return inner_cls.from_dict(tc)
 
@@ -115,11 +115,9 @@ def text_family(config: dict) -> str:
     inner = text_dict(config)
     if inner is config:
         return module
-    if module == "mistral3":
-        mt = inner.get("model_type")
-        return mt if mt in ("ministral3", "mistral4") else "llama"
-    cls = _text_args_class(module)  # the text stack is the module of its args class (gemma3 -> gemma3_text)
-    return cls.split(".", 1)[0] if cls is not None else module
+    mt = inner.get("model_type")
+    text = _text_module(module, mt if isinstance(mt, str) else None)
+    return text if text is not None else module
 
 
 def layer_kinds(config: dict) -> list[str]:

@@ -8,12 +8,14 @@ from __future__ import annotations
 from .config import shown
 from .model_types import MODULES
 from .recipes import module_files, recipes
-from .to_layers import RULES, WRAPPERS
+from .to_layers import RULES
 
 
 def supported_modules() -> list[str]:
-    """Modules with a hand-written rule, a wrapper reader, or a module recipe (profiles/mlx_lm/)."""
-    return sorted(set(RULES) | set(WRAPPERS) | set(recipes()))
+    """Modules with a hand-written rule, a module recipe (profiles/mlx_lm/), or a wrapper file whose
+    ``text_by`` picks the recipe of its language model."""
+    wrappers = {m for m, f in module_files().items() if f.text_by is not None}
+    return sorted(set(RULES) | wrappers | set(recipes()))
 
 
 def unsupported_reason(model_type: str, module: str) -> str:
