@@ -26,19 +26,20 @@ from ..mlxlm.recipes import reader_for, recipes
 #: Keys under which multimodal wrappers keep the language model's config.
 WRAPPER_KEYS = ("text_config", "language_config", "llm_config")
 
-#: model_type values whose mlx-lm module name differs from the model_type and that
-#: ``mlx_lm.utils._get_classes`` cannot import. mlx-lm 0.32.2 ships ``lfm2-vl.py`` (dash)
-#: but LFM2-VL checkpoints say ``"model_type": "lfm2_vl"`` (underscore), so ``mlx_lm.load``
-#: raises "Model type lfm2_vl not supported." The harness maps it so the text stack can
-#: still be measured; callers are told through ``BuildInfo.module``.
-HARNESS_REMAP = {"lfm2_vl": "lfm2-vl"}
+
+def harness_remap() -> dict[str, str]:
+    """model_type -> mlx-lm module for checkpoints ``mlx_lm.utils._get_classes`` cannot import: a module file's
+    ``checkpoint_model_type`` (mlx-lm 0.32.2 ships ``lfm2-vl.py``, LFM2-VL checkpoints say ``lfm2_vl``, so
+    ``mlx_lm.load`` raises "Model type lfm2_vl not supported"). The harness maps them so the text stack can
+    still be measured; callers are told through ``BuildInfo.module``."""
+    return {f.checkpoint_model_type: m for m, f in module_files().items() if f.checkpoint_model_type}
 
 
 def get_classes(config: dict) -> tuple[type, type, str]:
-    """Return (Model, ModelArgs, module name) the way mlx-lm picks them, plus HARNESS_REMAP."""
+    """Return (Model, ModelArgs, module name) the way mlx-lm picks them, plus ``harness_remap()``."""
     model_type = config["model_type"]
-    if model_type in HARNESS_REMAP:
-        name = HARNESS_REMAP[model_type]
+    name = harness_remap().get(model_type)
+    if name is not None:
         arch = importlib.import_module(f"mlx_lm.models.{name}")
         return arch.Model, arch.ModelArgs, name
     model_cls, args_cls = _get_classes(config)

@@ -214,6 +214,10 @@ class ModuleRecipe(_Strict):
 
     module: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]
     mlx_lm: str = Field(description="the mlx-lm version this recipe was read from and verified against")
+    checkpoint_model_type: Key | None = Field(
+        None, description="the model_type this module's checkpoints say when mlx-lm cannot import the module by it "
+                          "(lfm2-vl.py: checkpoints say 'lfm2_vl', and mlx_lm.load raises 'Model type lfm2_vl not "
+                          "supported'): coverage lists that type, the live harness builds the module for it")
     args: Args | None = None
     text: Text | None = Field(None, description="wrapper: where the language model's config is")
     text_by: TextByType | None = Field(
