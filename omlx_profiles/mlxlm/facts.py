@@ -50,9 +50,9 @@ def _spec(cls, required, defaults=None, head_dim="optional", kv_from_heads=False
     return ArgsSpec(cls, frozenset(required.split()), dict(defaults or {}), head_dim, kv_from_heads)
 
 
-#: Args classes by mlx-lm module (or ``module.Class`` for the inner class of a wrapper).
+#: Args classes of the modules extracted by a hand-written rule (``to_layers.RULES``); every other module's
+#: args class is in its file (``profiles/mlx_lm/<module>.yaml``: ``args``, or ``text_by.args_class``).
 SPECS: dict[str, ArgsSpec] = {
-    "mistral3": _spec("mistral3.ModelArgs", "model_type text_config"),
     "nemotron_h": _spec(
         "nemotron_h.ModelArgs",
         "model_type vocab_size hidden_size intermediate_size max_position_embeddings num_attention_heads "
