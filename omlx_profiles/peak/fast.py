@@ -53,7 +53,7 @@ class _Chunk:
     step, without a prefix (``peak.fast_top``)."""
 
     __slots__ = ("tops", "calls", "beyond", "last", "last_beyond", "lower", "full", "add_full", "model", "grid",
-                 "grid_v", "one", "slack", "ltops", "lasts", "first", "top", "short")
+                 "grid_v", "one", "slack", "ltops", "lasts", "first", "top", "short", "mid")
 
     def __init__(self, model, tops, calls, beyond, last, last_beyond, lower, add_full):
         self.model = model
@@ -66,7 +66,7 @@ class _Chunk:
         self.full = calls[-1]
         self.add_full = add_full
         self.grid = self.grid_v = self.first = None
-        self.top = self.short = None
+        self.top = self.short = self.mid = None
         self.one = 0
         self.slack = model.slack
 
@@ -162,9 +162,9 @@ class FastPeak:
         c = self._chunks[(chunk, True)]
         if c.grid is None:
             self._fresh_grid(c, chunk)
-        if c.top:
-            c.top.prepare()
-        c.short.prepare()
+        for t in (c.top, c.mid, c.short):
+            if t:
+                t.prepare()
 
     def total_bound(self, new_tokens: int, chunk: int, cached: int = 0) -> int | None:
         """An upper bound of ``held before + peak`` (the prefix's cache included), or ``None`` where the
@@ -178,15 +178,24 @@ class FastPeak:
                 c.lower = c.model.pieces(chunk, chunk, "lower")[0]
         return self._total(c, new_tokens, chunk, cached)
 
-    def bounds(self, new_tokens: int, chunk: int, cached: int = 0) -> tuple[int | None, int] | None:
-        """(lower or ``None``, upper) of ``held before + peak``, as tight as the precomputed bounds allow (what
-        ``Estimator.fits`` decides from), or ``None`` where the answer is the exact model (``exact_only``). A
-        prompt of at most a chunk and a token without a prefix is bounded by ``peak.fast_short`` (exact
-        totals at points of its call's size, chords and tangents between them)."""
+    def bounds(self, new_tokens: int, chunk: int, cached: int = 0,
+               need: int | None = None) -> tuple[int | None, int] | None:
+        """(lower or ``None``, upper) of ``held before + peak`` (what ``Estimator.fits`` decides from), or
+        ``None`` where the answer is the exact model (``exact_only``). First the lines (``total_bound``,
+        ``total_lower``); where ``need`` (the bytes the budget leaves) falls between them -- or ``need`` is
+        ``None`` -- as tight as the precomputed points allow:
+
+        * a prompt of at most a chunk and a token without a prefix: ``peak.fast_short`` (exact totals at
+          points of its one call's size, chords and tangents between them; any chunk size);
+        * chunks of whole 256-row steps: the shorter call at points of its size (``peak.fast_top``, every
+          size, not only the chunk's last step); after a prefix, the calls past the first full chunk from
+          the prefix-free bounds at their offsets (``_refined``)."""
         hi = self.total_bound(new_tokens, chunk, cached)
         if hi is None:
             return None
         lo = self.total_lower(new_tokens, chunk, cached)
+        if need is not None and (hi <= need or (lo is not None and lo > need)):
+            return lo, hi
         if not cached and new_tokens <= chunk + 1:
             c = self._chunks[(chunk, True)]
             if new_tokens == 1:
@@ -196,39 +205,43 @@ class FastPeak:
                 hi = su
             if sl is not None and (lo is None or sl > lo):
                 lo = sl
-        elif cached and chunk % STEP == 0 and new_tokens > chunk + 1:
-            lo, hi = self._after_prefix(new_tokens, chunk, cached, lo, hi)
+        elif chunk % STEP == 0 and new_tokens > chunk + 1:
+            lo, hi = self._refined(new_tokens, chunk, cached, lo, hi)
         return lo, hi
 
-    def _after_prefix(self, new: int, S: int, cached: int, lo: int | None, hi: int) -> tuple[int | None, int]:
-        """Tighter bounds of a prompt of more than a chunk and a token after a prefix, chunks of whole 256-row
-        steps. After a full chunk call the caches are in the state they would be in without a prefix at the
-        same offset: every ``KVCache`` grew to exactly its offset (its capacity phase is the chunk's own:
-        ``cycle_reach``), a rotating cache holds ``min(offset, window - 1 + S)`` rows in temporal order. So the
-        shorter call, the last token and the full calls after the first are bounded by the prefix-free
-        bounds at their offsets (the shorter call in the chunk's last step to a few KB: ``peak.fast_top``);
-        the first full call, whose state is the prefix's, keeps its own bound."""
+    def _refined(self, new: int, S: int, cached: int, lo: int | None, hi: int) -> tuple[int | None, int]:
+        """Tighter bounds of a prompt of more than a chunk and a token, chunks of whole 256-row steps: the
+        shorter call from ``peak.fast_top``'s points instead of its bucket. After a prefix, past the first
+        full chunk call the caches are in the state they would be in without one at the same offset: every
+        ``KVCache`` grew to exactly its offset (the chunk's own capacity phase: ``cycle_reach``), a rotating
+        cache holds ``min(offset, window - 1 + S)`` rows in temporal order; so the shorter call, the last
+        token and the full calls after the first are bounded by the prefix-free bounds at their offsets; the
+        first full call, whose state is the prefix's, keeps its own bound."""
         k, r = divmod(new - 1, S)
         cf = self._chunks.get((S, True)) or self._chunk(S, True)
-        c = self._chunks[(S, False)]
         off = cached + S * k
-        u = cf.lasts[bisect_left(cf.ltops, r or S)].at(cached + new - 1)
-        f = c.full.at(cached)
+        u = cf.lasts[bisect_left(cf.ltops, r or S)].at(cached + new - 1)  # the last token
+        if cached:
+            f = self._chunks[(S, False)].full.at(cached)  # the first full call, after the prefix
+        else:
+            f = _chord(cf.grid, cf.grid_v, S, cf.slack)  # the first call, on fresh caches
         if f > u:
             u = f
         if k > 1:
             f = cf.full.at(off - S)
             if f > u:
                 u = f
-            if cf.lower is None:
-                cf.lower = cf.model.pieces(S, S, "lower")[0]
-            f = cf.lower.at(off - S)
-            if lo is None or f > lo:
-                lo = f
+            if cached:
+                if cf.lower is None:
+                    cf.lower = cf.model.pieces(S, S, "lower")[0]
+                f = cf.lower.at(off - S)
+                if lo is None or f > lo:
+                    lo = f
         if r:
             f = cf.calls[_bucket(cf.tops, r)].at(off)
-            if cf.top and r >= cf.top.lo:
-                g, h = cf.top.bounds(r, off)
+            t = cf.top if cf.top and r >= cf.top.lo else cf.mid if cf.mid and cf.mid.lo <= r <= cf.mid.hi else None
+            if t is not None:
+                g, h = t.bounds(r, off)
                 if h < f:
                     f = h
                 if g is not None and (lo is None or g > lo):
@@ -426,6 +439,10 @@ class FastPeak:
         c.ltops, c.lasts = ltops, lasts
         if fresh is True and TopStep.applies(m, S):
             c.top = TopStep(m, S, calls[-1])
+        if fresh is True and S % STEP == 0 and m.grows(2, S):  # the shorter calls below the last step
+            hi = c.top.lo - 1 if c.top else S - 1
+            if hi > 2:
+                c.mid = TopStep(m, S, calls[-1], lo=2, hi=hi)
         return c
 
 
