@@ -53,7 +53,8 @@ class _Chunk:
     step, without a prefix (``peak.fast_top``)."""
 
     __slots__ = ("tops", "calls", "beyond", "last", "last_beyond", "lower", "full", "add_full", "model", "grid",
-                 "grid_v", "one", "slack", "ltops", "lasts", "first", "top", "short", "mid")
+                 "grid_v", "one", "slack", "ltops", "lasts", "first", "top", "short", "mid", "own", "lgrow", "lfit",
+                 "row")
 
     def __init__(self, model, tops, calls, beyond, last, last_beyond, lower, add_full):
         self.model = model
@@ -66,8 +67,8 @@ class _Chunk:
         self.full = calls[-1]
         self.add_full = add_full
         self.grid = self.grid_v = self.first = None
-        self.top = self.short = self.mid = None
-        self.one = 0
+        self.top = self.short = self.mid = self.lgrow = self.lfit = None
+        self.one = self.row = 0
         self.slack = model.slack
 
 
@@ -221,14 +222,19 @@ class FastPeak:
         cf = self._chunks.get((S, True)) or self._chunk(S, True)
         off = cached + S * k
         u = cf.lasts[bisect_left(cf.ltops, r or S)].at(cached + new - 1)  # the last token
+        if cf.lgrow is not None:  # every KVCache grows by a step iff the shorter call filled its last one
+            f = cf.lgrow.at(cached + new - 1) if r % STEP == 0 else \
+                cf.lfit.at(cached + new - 1) + int(-r % STEP * cf.row) + 1
+            if f < u:
+                u = f
         if cached:
-            f = self._chunks[(S, False)].full.at(cached)  # the first full call, after the prefix
+            f = self._chunks[(S, False)].own.at(cached)  # the first full call, after the prefix
         else:
             f = _chord(cf.grid, cf.grid_v, S, cf.slack)  # the first call, on fresh caches
         if f > u:
             u = f
         if k > 1:
-            f = cf.full.at(off - S)
+            f = cf.own.at(off - S)  # the last full call (full calls only: the chunk's own bucket)
             if f > u:
                 u = f
             if cached:
@@ -424,6 +430,8 @@ class FastPeak:
             cumb = b if cumb is None else cumb.merged(b)
             calls.append(cum)
             beyond.append(cumb)
+        own = t  # the chunk's own bucket (full calls only), without the smaller buckets' (a one-token call's
+        # copy is charged in the in-place op count: GBs above a full call at long offsets, chunk 256)
         # the last token, per bucket of the call before it (a sliding cache holds window - 1 rows plus that
         # call's): one token (a prompt of one new token after a prefix), the shorter call, or a chunk
         lasts, last_b = [], []
@@ -436,6 +444,7 @@ class FastPeak:
             lasts.append(cum)
             last_b.append(cumb)
         c = _Chunk(m, tops, calls, beyond, lasts[-1], last_b[-1], None, m.add_bytes(S))
+        c.own = own
         c.ltops, c.lasts = ltops, lasts
         if fresh is True and TopStep.applies(m, S):
             c.top = TopStep(m, S, calls[-1])
@@ -443,7 +452,27 @@ class FastPeak:
             hi = c.top.lo - 1 if c.top else S - 1
             if hi > 2:
                 c.mid = TopStep(m, S, calls[-1], lo=2, hi=hi)
+            # the last token, its KVCache layout known from the shorter call's size (``_refined``)
+            c.lgrow = m.pieces(S, S, "last", known="grow")[0]
+            c.lfit = m.pieces(S, S, "last", known="fit")[0]
+            c.row = _growing_row_bytes(m)
         return c
+
+
+def _growing_row_bytes(m: CallModel) -> float:
+    """Bytes one more row of every ``KVCache`` holds (all layers; the full-attention caches at ``kv_scale``)."""
+    from .replay import KV_SCALED_KINDS
+
+    kv = other = 0
+    for name, lt in m.p.layer_types.items():
+        for e in lt.entries:
+            if e.kind in ("full", "latent", "indexer"):
+                b = e.row_elements * m.act * m.counts[name]
+                if e.kind in KV_SCALED_KINDS:
+                    kv += b
+                else:
+                    other += b
+    return other + kv * m.kv_scale
 
 
 def _chord(grid: list[int], vals: list[int], q: int, slack: int) -> int:

@@ -52,6 +52,7 @@ class TopStep:
         self.coarse = sorted(x for x in pts if lo <= x <= hi)
         self._pts: dict[int, tuple[Pieces, Pieces, tuple]] = {}
         self._seg: dict[int, list[int]] = {}
+        self._layouts: dict[tuple, int] = {}
 
     @staticmethod
     def applies(m: CallModel, S: int) -> bool:
@@ -75,7 +76,9 @@ class TopStep:
         p = self._pts.get(q)
         if p is None:
             m, S = self.m, self.S
-            p = self._pts[q] = (m.pieces(q, S, "upper", q_min=q)[0], m.pieces(q, S, "lower")[0], m._layout(q, S))
+            # the item structure as a small int (equal structures, equal ids): compared on every request
+            lay = self._layouts.setdefault(m._layout(q, S), len(self._layouts))
+            p = self._pts[q] = (m.pieces(q, S, "upper", q_min=q)[0], m.pieces(q, S, "lower")[0], lay)
         return p
 
     def _segment(self, j: int) -> list[int]:
