@@ -54,7 +54,7 @@ class _Chunk:
 
     __slots__ = ("tops", "calls", "beyond", "last", "last_beyond", "lower", "full", "add_full", "model", "grid",
                  "grid_v", "one", "slack", "ltops", "lasts", "first", "top", "short", "mid", "own", "lgrow", "lfit",
-                 "row")
+                 "row", "own_k")
 
     def __init__(self, model, tops, calls, beyond, last, last_beyond, lower, add_full):
         self.model = model
@@ -67,7 +67,7 @@ class _Chunk:
         self.full = calls[-1]
         self.add_full = add_full
         self.grid = self.grid_v = self.first = None
-        self.top = self.short = self.mid = self.lgrow = self.lfit = None
+        self.top = self.short = self.mid = self.lgrow = self.lfit = self.own_k = None
         self.one = self.row = 0
         self.slack = model.slack
 
@@ -234,7 +234,7 @@ class FastPeak:
         if f > u:
             u = f
         if k > 1:
-            f = cf.own.at(off - S)  # the last full call (full calls only: the chunk's own bucket)
+            f = cf.own_k.at(off - S)  # the last full call (full calls only: the chunk's own bucket)
             if f > u:
                 u = f
             if cached:
@@ -451,7 +451,9 @@ class FastPeak:
         if fresh is True and S % STEP == 0 and m.grows(2, S):  # the shorter calls below the last step
             hi = c.top.lo - 1 if c.top else S - 1
             if hi > 2:
-                c.mid = TopStep(m, S, calls[-1], lo=2, hi=hi)
+                c.mid = TopStep(m, S, calls[-1], lo=2, hi=hi, known="slide")
+            # a full call after a full chunk: the rotating caches' rows known
+            c.own_k = m.pieces(S, S, "upper", q_min=S, known="slide")[0] if m.windows() else own
             # the last token, its KVCache layout known from the shorter call's size (``_refined``)
             c.lgrow = m.pieces(S, S, "last", known="grow")[0]
             c.lfit = m.pieces(S, S, "last", known="fit")[0]

@@ -163,10 +163,10 @@ class CallModel:
             prev = Q
         return out
 
-    def breaks(self, Q: int, S: int, mode: str) -> list[int]:
+    def breaks(self, Q: int, S: int, mode: str, known: str | None = None) -> list[int]:
         b = {1}
         for W in self.windows():
-            if mode in ("upper", "fit"):
+            if mode in ("upper", "fit") and known != "slide":
                 b.update((W - 256, W - 255, W - 256 + S))
             elif mode in ("last", "one"):
                 b.update((W - 256 + (Q if mode == "last" else S), W - 1))
@@ -188,7 +188,9 @@ class CallModel:
         during the call at most (``hold``: held before + rows added), and what the call adds at most (``add``).
         ``known`` (the last token of a prompt whose ``KVCache`` rows are known, ``FastPeak._refined``): every
         ``KVCache`` grows by one step from exactly the offset (``"grow"``), or updates in place (``"fit"``: its
-        capacity's rows past the offset are the caller's, not counted here)."""
+        capacity's rows past the offset are the caller's, not counted here); ``"slide"``: a call after a full
+        chunk of a prompt without a prefix (or past the first full chunk after one), whose rotating caches'
+        rows are known as in the lower bound."""
         p, act = self.p, self.act
         R = self.reach(S, mode in ("last", "one"))
         G = -(-Q // STEP) * STEP
@@ -240,7 +242,7 @@ class CallModel:
                         add += ak
                 elif e.kind == "sliding":
                     W = e.window
-                    if mode == "lower" and self.fresh_history and off >= S > 1:
+                    if (mode == "lower" or known == "slide") and self.fresh_history and off >= S > 1:
                         # after a full chunk of a prompt without a prefix the rotating buffer is known: it
                         # holds min(offset, window - 1 + S) rows in temporal order, trims to window - 1
                         # and concatenates the call's (``RotatingState``)
@@ -248,6 +250,8 @@ class CallModel:
                         new = min(old, W - 1) + Q
                         out.append(EntryStep("sliding", old, new, new, trim_rows=W - 1 if old > W - 1 else 0))
                         hold += max(old, new) * rb
+                        if mode != "lower":
+                            add += Q * rb
                     elif mode == "lower":
                         old = min(off, W - 1)
                         out.append(EntryStep("sliding", old + Q, old + Q, old + Q))
@@ -336,7 +340,7 @@ class CallModel:
             split(lo, mid)
             split(mid + 1, hi)
 
-        br = self.breaks(Q, S, mode)
+        br = self.breaks(Q, S, mode, known)
         for k, lo in enumerate(br):
             split(lo, br[k + 1] - 1 if k + 1 < len(br) else lo + FAR)
         lower = mode == "lower"

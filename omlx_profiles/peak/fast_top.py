@@ -37,8 +37,9 @@ class TopStep:
     wide unfused attention leaves a bucket's bound GBs high) the rows a call adds jump at every step
     (``256 * ceil(q / 256)``): each step's first and last count are points, and no tangent crosses a step."""
 
-    def __init__(self, m: CallModel, S: int, full: Pieces, lo: int | None = None, hi: int | None = None):
-        self.m, self.S, self.full = m, S, full
+    def __init__(self, m: CallModel, S: int, full: Pieces, lo: int | None = None, hi: int | None = None,
+                 known: str | None = None):
+        self.m, self.S, self.full, self.known = m, S, full, known
         self.lo = lo = STEP * ((S - 1) // STEP) + 1 if lo is None else lo
         self.hi = hi = S - 1 if hi is None else hi
         pts = {lo, lo + 1, hi} | set(range(lo, hi, GAP))
@@ -78,7 +79,7 @@ class TopStep:
             m, S = self.m, self.S
             # the item structure as a small int (equal structures, equal ids): compared on every request
             lay = self._layouts.setdefault(m._layout(q, S), len(self._layouts))
-            p = self._pts[q] = (m.pieces(q, S, "upper", q_min=q)[0], m.pieces(q, S, "lower")[0], lay)
+            p = self._pts[q] = (m.pieces(q, S, "upper", q_min=q, known=self.known)[0], m.pieces(q, S, "lower")[0], lay)
         return p
 
     def _segment(self, j: int) -> list[int]:
