@@ -98,6 +98,19 @@ def test_remapping_tables_match_mlx_lm():
     assert ARCHITECTURE_REMAPPING == u.MODEL_ARCHITECTURE_REMAPPING
 
 
+@pytest.mark.parametrize("mt,arch", sorted(ARCHITECTURE_REMAPPING))
+def test_architecture_remapping_picks_mlx_lms_module(mt, arch):
+    """index.yaml's architecture_remapping, as extraction applies it, picks the module mlx-lm imports."""
+    from mlx_lm.utils import _get_classes
+
+    from omlx_profiles.mlxlm.config import module_for
+
+    cfg = {"model_type": mt, "architectures": ["SomethingElse", arch]}
+    model_cls, _ = _get_classes(cfg)
+    assert module_for(cfg, "config.json") == (mt, model_cls.__module__.rsplit(".", 1)[-1])
+    assert module_for({"model_type": mt}, "config.json")[1] != module_for(cfg, "config.json")[1]
+
+
 @pytest.mark.parametrize("key", sorted(SPECS))
 def test_args_specs_match_mlx_lm(key):
     module, _, cls = key.partition(".")

@@ -10,17 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .model_types import REMAPPING
+from .model_types import ARCHITECTURE_REMAPPING as ARCH_REMAPPING, REMAPPING
 
 MLX_LM_VERSION = "0.32.2"
 
 #: ``mlx_lm.utils.MODEL_REMAPPING``: config model_type -> the module that builds it (data: index.yaml).
 MODEL_REMAPPING: dict[str, str] = REMAPPING
 
-#: ``mlx_lm.utils.MODEL_ARCHITECTURE_REMAPPING``: (model_type, architecture) -> module; checked first.
-ARCHITECTURE_REMAPPING: dict[tuple[str, str], str] = {
-    ("bailing_hybrid", "BailingMoeV3ForCausalLM"): "bailing_moe_v3",
-}
+#: ``mlx_lm.utils.MODEL_ARCHITECTURE_REMAPPING``: (model_type, architecture) -> module; checked first (data:
+#: index.yaml ``architecture_remapping``).
+ARCHITECTURE_REMAPPING: dict[tuple[str, str], str] = ARCH_REMAPPING
 
 #: Keys under which multimodal wrappers keep the language model's config (the seed's order).
 WRAPPER_KEYS = ("text_config", "language_config", "llm_config")

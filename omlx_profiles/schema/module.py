@@ -294,4 +294,7 @@ class ModuleIndex(_Strict):
 
     mlx_lm: str
     remapping: dict[str, str]
+    architecture_remapping: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="mlx_lm.utils.MODEL_ARCHITECTURE_REMAPPING: model_type -> {architecture "
+                                          "(config 'architectures' entry) -> module}; checked before 'remapping'")
     modules: dict[str, IndexEntry]
