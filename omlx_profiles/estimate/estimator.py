@@ -102,11 +102,11 @@ class Estimator:
         if fp is not None:
             new, chunk, cached = request.new_tokens, request.chunk, request.cached
             try:
-                hi = fp.total_bound(new, chunk, cached)
-                if hi is not None:
+                b = fp.bounds(new, chunk, cached)
+                if b is not None:
+                    lo, hi = b
                     if w + hi <= usable:
                         return _LazyVerdict(self, key, budget, res, usable, w, given)
-                    lo = fp.total_lower(new, chunk, cached)
                     if lo is not None and w + lo > usable:
                         return _LazyVerdict(self, key, budget, res, usable, w, given, fits=False)
                     if lo is not None and hi - lo <= fit_margin(hi):  # the exact total is that close to usable
@@ -173,10 +173,7 @@ class Estimator:
             return None
         new, chunk, cached = request.new_tokens, request.chunk, request.cached
         try:
-            hi = fp.total_bound(new, chunk, cached)
-            if hi is None:
-                return None
-            return fp.total_lower(new, chunk, cached), hi
+            return fp.bounds(new, chunk, cached)
         except (OmlxProfilesError, ArithmeticError):
             return None
 

@@ -242,8 +242,25 @@ def _attention_dims(rec: ModuleRecipe, r: Reader, d, n_kv: int, hd: int) -> tupl
     return out["num_kv_heads"], out["head_dim"]
 
 
-def recipe_rule(rec: ModuleRecipe) -> Callable:
-    """An extraction rule (``Ctx -> None``, see ``to_layers``) that reads the config by ``rec``."""
+def _no_make_cache(specs: dict[str, list[KindRecipe]]) -> tuple[dict[str, list[KindRecipe]], set[str]]:
+    """The kinds as ``make_prompt_cache``'s default builds them for a wrapper without ``make_cache``: one
+    unbounded KVCache per layer, so a sliding kind is a full one of the same widths (its window only masks
+    attention). Returns the kinds and the names of those that were sliding."""
+    out, was = {}, set()
+    for k, parts in specs.items():
+        if any(p.cache == "sliding" for p in parts):
+            was.add(k)
+            parts = [p.model_copy(update={"cache": "full", "window": None}) if p.cache == "sliding" else p
+                     for p in parts]
+        out[k] = parts
+    return out, was
+
+
+def recipe_rule(rec: ModuleRecipe, *, no_make_cache: str | None = None) -> Callable:
+    """An extraction rule (``Ctx -> None``, see ``to_layers``) that reads the config by ``rec``.
+
+    ``no_make_cache``: the wrapper module (``mistral3.py``) that holds this text model and defines no
+    ``make_cache`` (``text_by.make_cache: false``): every layer gets a KVCache, sliding kinds included."""
     def rule(c) -> None:
         r, d = c.r, c.d
         names, why = layer_kind_names(rec, r)
@@ -259,6 +276,9 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
             if pl.kind_if:
                 why += "; layer i is " + ", else ".join(f"{k} where {p} is true" for p, k in pl.kind_if.items())
         specs = {k: (v if isinstance(v, list) else [v]) for k, v in rec.kinds.items()}
+        as_full: set[str] = set()
+        if no_make_cache is not None:
+            specs, as_full = _no_make_cache(specs)
         used = set(names) - {"none"}
         caches = {c_.cache for k in used for c_ in specs[k]}
         n_kv = hd = None
@@ -289,7 +309,18 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
                            f"{given_n}; mlx-lm builds one block per {lt.key} entry")
         if rec.kv_bits_fails:
             d.put("kv_bits_fails", rec.kv_bits_fails, f"module recipe profiles/mlx_lm/{rec.module}.yaml")
-        d.per_layer = [("none", {"kind": "none"}) if k == "none" else (k, built[k]) for k in names]
+        renamed = {}
+        for k in sorted(as_full & used):  # the name of an identical kind (llama's sliding -> its full), if any
+            same = [o for o in sorted(used - as_full) if built[o] == built[k]]
+            if same:
+                renamed[k] = same[0]
+        n_full = sum(1 for k in names if k in as_full)
+        if n_full:
+            d.notes.append(f"{no_make_cache}: {n_full} layer(s) are {'/'.join(sorted(as_full & used))} in "
+                           f"{rec.module}.py, but mlx-lm's {no_make_cache} defines no make_cache, so make_prompt_cache "
+                           "gives every layer an unbounded KVCache (the window only masks attention)")
+            why += f"; every layer a KVCache ({no_make_cache} defines no make_cache)"
+        d.per_layer = [("none", {"kind": "none"}) if k == "none" else (renamed.get(k, k), built[k]) for k in names]
         if per is not None:
             d.per_layer = pl_.specialise(d.per_layer, per, n_kv)
         d.prov["layers"] = f"module recipe profiles/mlx_lm/{rec.module}.yaml: {why}"

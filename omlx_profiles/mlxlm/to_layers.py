@@ -8,7 +8,7 @@ key a reader would expect to matter, the rule says so in a note instead of honou
 * ``sliding_window`` without ``layer_types`` (Mistral 7B v0.3), in gemma2, phi3, mixtral, qwen2/qwen3:
   every layer is an unbounded ``KVCache``;
 * the ``mistral3``/``llava`` wrapper defines no ``make_cache``: every text layer is a ``KVCache`` even
-  where ``text_config.layer_types`` says ``sliding_attention``; smollm3 likewise;
+  where ``text_config.layer_types`` says ``sliding_attention`` (``text_by`` in its module file); smollm3 likewise;
 * qwen2, phi3, mixtral, ... derive ``head_dim = hidden_size // num_attention_heads`` and ignore a config
   ``head_dim``; nemotron_h ignores ``attention_head_dim``;
 * gemma3 and qwen3_next/qwen3_5 lay layers out from ``sliding_window_pattern`` /
@@ -182,60 +182,9 @@ def _full(n_kv: int | None = None, hd: int | None = None, vd: int | None = None)
     return s
 
 
-def _window(c: Ctx, key: str = "sliding_window") -> int:
-    w = c.r.int(key, allow_none=True, required=False)
-    if w is None:
-        raise UnsupportedError(
-            f"unsupported: model_type {shown(c.model_type)}: sliding layers need {c.r.prefix}{key}, and the config "
-            "gives none (mlx-lm would build RotatingKVCache(max_size=None) and fail on the first update)")
-    return w
-
-
 # --------------------------------------------------------------------------------------------------
 # families
 # --------------------------------------------------------------------------------------------------
-
-
-def rule_llama_like(c: Ctx, *, honour_sliding: bool = True, who: str | None = None) -> None:
-    """llama / ministral3 / smollm3 (and the text model of mistral3): ``layer_types`` decides.
-
-    One block per ``layer_types`` entry (default: ``full_attention`` x num_hidden_layers);
-    ``sliding_attention`` -> ``RotatingKVCache(sliding_window)`` in llama.py / ministral3.py's
-    ``make_cache``. ``layer_types.index("full_attention")`` must succeed (mask of the first full layer).
-    """
-    r, d = c.r, c.d
-    n_hidden = r.int("num_hidden_layers", maximum=MAX_LAYERS)
-    n_q, n_kv = _heads(c)
-    _head_dim(c, n_q)
-    types = r.str_list("layer_types")
-    if types is None:
-        types = ["full_attention"] * n_hidden
-        where = f"{r.where('num_hidden_layers')} (no layer_types: every layer full_attention)"
-        if r.data.get("sliding_window") is not None:
-            d.notes.append(f"{c.label}: {r.prefix}sliding_window = {r.data['sliding_window']} is ignored: without "
-                           "layer_types mlx-lm's llama.py builds only full-attention layers (unbounded KVCache)")
-    else:
-        where = r.where("layer_types")
-        if len(types) != n_hidden:
-            d.notes.append(f"{c.label}: {r.prefix}layer_types has {len(types)} entries but num_hidden_layers is "
-                           f"{n_hidden}; mlx-lm builds one block per layer_types entry")
-    if "full_attention" not in types:
-        raise UnsupportedError(
-            f"unsupported: model_type {shown(c.model_type)}: layer_types has no 'full_attention' entry; mlx-lm's "
-            "llama.py looks up the first full-attention layer and raises ValueError")
-    d.put("num_layers", len(types), where)
-    sliding = [t == "sliding_attention" for t in types]
-    if any(sliding) and honour_sliding:
-        w = _window(c)
-        d.per_layer = [("sliding", {"kind": "sliding", "window": w}) if s else ("full", _full()) for s in sliding]
-        d.prov["layers"] = f"{where}; sliding_attention -> RotatingKVCache({r.where('sliding_window')})"
-    else:
-        d.per_layer = [("full", _full())] * len(types)
-        d.prov["layers"] = f"{where}: KVCache per layer"
-        if any(sliding):
-            d.notes.append(f"{who or c.module}: layer_types marks {sum(sliding)} layer(s) sliding_attention, but "
-                           f"mlx-lm's {who or c.module} defines no make_cache, so make_prompt_cache gives every "
-                           "layer an unbounded KVCache (the window only masks attention)")
 
 
 def _mla(c: Ctx, *, index: bool = False) -> dict:
@@ -329,6 +278,3 @@ def rule_nemotron_h(c: Ctx) -> None:
 RULES: dict[str, Callable[[Ctx], None]] = {
     "nemotron_h": rule_nemotron_h,
 }
-
-#: wrapper module -> how to find the text model: (args spec of the inner class, rule, injected defaults)
-WRAPPERS = ("mistral3",)
