@@ -141,22 +141,40 @@ class CallWalk:
                 w = w2
         return w
 
-    def window_bound(self, variant, elems_of: list | None) -> int:
-        """An upper bound of the window term of every call whose items lie between ``elems_of``'s call and
+    def window_bound(self, variant, op_elems) -> int:
+        """An upper bound of the window term of every call whose items lie between ``op_elems``' call and
         this variant's items (``free_graph_window``; the worst case's run-ahead window is already free of
         graph starts: a larger item never lowers it)."""
         worst, items = variant
         gc = self.kr.executor.graph_commit
         w = free_graph_window(items, gc.max_nodes, gc.max_mega_elements, gc.max_inflight_graphs + gc.margin_graphs,
-                              self.act, elems_of)
+                              self.act, op_elems)
         if worst:
             w2, _ = window_max(items, run_ahead_ops(self.kr), 1, 0)
             if w2 > w:
                 w = w2
         return w
 
+def op_elements(items: list, act: int) -> np.ndarray:
+    """Per executor op, the input elements ``graph_ends`` counts for it once ``split_ops`` has split the items
+    (an item with per-op bytes becomes one item per op, each with its share of the elements -- or, where the
+    item gives none, its own bytes' worth)."""
+    parts = []
+    for it in items:
+        n = max(1, it.ops)
+        e = it.elems
+        if it.op_bytes and len(it.op_bytes) == n and n > 1:
+            el = e if isinstance(e, tuple) and len(e) == n else ((e or 0) // n,) * n
+            parts.append(np.array([x if x else b // max(act, 1) for x, b in zip(el, it.op_bytes)], dtype=np.float64))
+        elif isinstance(e, tuple) and len(e) == n:
+            parts.append(np.asarray(e, dtype=np.float64))
+        else:
+            parts.append(np.full(n, (e or it.bytes // max(act, 1)) / n))
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
 def free_graph_window(items: list, max_nodes: int, max_mega_elements: int, inflight: int, act: int,
-                      elems_of: list | None = None) -> int:
+                      op_elems: np.ndarray | None = None) -> int:
     """An upper bound of ``executor.graph_window_max`` over the same items that does not need to know where
     the graphs start: the live bytes from ANY op position ``x`` to the end of the ``inflight + 1``-th graph
     a chain started at ``x`` would commit.
@@ -170,29 +188,16 @@ def free_graph_window(items: list, max_nodes: int, max_mega_elements: int, infli
     thresholds are taken a hair high (a float sum that lands on one ends a real graph there; here one op
     later at most), and each term's rounding is covered by 1 B per item.
 
-    ``elems_of``: per item, the input elements to count instead of the item's own (fewer elements end
-    graphs later: a query bucket's smallest call), the same length as ``items``."""
+    ``op_elems``: per op, the input elements to count instead of the items' own (``op_elements`` of another
+    call of the same structure; fewer elements end graphs later: a query bucket's smallest call)."""
     from .executor import _Live, split_ops
 
     if not items:
         return 0
-    # per op, in executor order (``split_ops`` keeps it): nodes and input elements from the given items (with
-    # ``elems_of`` instead of their own), bytes and the carried outputs from the split items
     n_ops = np.array([max(1, it.ops) for it in items], dtype=np.int64)
     nodes = np.array([it.nodes if it.nodes >= 0 else it.ops for it in items], dtype=np.float64)
-    es = items if elems_of is None else elems_of
-    if elems_of is None:
-        es = [it.elems for it in items]
-    tup = [isinstance(e, tuple) and len(e) == o for e, o in zip(es, n_ops.tolist())]
-    even = np.array([0.0 if t else (e or it.bytes // max(act, 1)) / o
-                     for t, e, it, o in zip(tup, es, items, n_ops.tolist())], dtype=np.float64)
     per_node = np.repeat(nodes / n_ops, n_ops)
-    per_el = np.repeat(even, n_ops)
-    if any(tup):
-        starts = np.concatenate(([0], np.cumsum(n_ops)))
-        for idx, t in enumerate(tup):
-            if t:
-                per_el[starts[idx]:starts[idx + 1]] = es[idx]
+    per_el = op_elements(items, act) if op_elems is None else op_elems
     items = split_ops(items)
     live = _Live(items, 1, 0)
     m = len(items)
@@ -272,11 +277,6 @@ def _same_shape(a: list, b: list, act: int) -> bool:
         if any(u > v for u, v in zip(x.op_bytes, y.op_bytes)):
             return False
     return True
-
-
-def _elems(items: list, act: int) -> list:
-    """Each item's input elements as ``graph_ends`` counts them (a tuple per op, or the item's total)."""
-    return [it.elems if isinstance(it.elems, tuple) else (it.elems or it.bytes // max(act, 1)) for it in items]
 
 
 #: A bucket of shorter calls (or last tokens) is split while its bound is above the full calls' part and it is
@@ -415,7 +415,7 @@ class CudaFit:
                 base_b, var_b = parts(b)
                 up = None
                 if all(_same_shape(x[1], y[1], act) for x, y in zip(var_a, var_b)):
-                    up = max(base_a, base_b) + max(self.walk.window_bound(y, _elems(x[1], act))
+                    up = max(base_a, base_b) + max(self.walk.window_bound(y, op_elements(x[1], act))
                                                    for x, y in zip(var_a, var_b))
                 else:
                     misses += 1
@@ -425,7 +425,7 @@ class CudaFit:
                         self._shapeless.add(kind)
                         out += [(rs[x], None, False) for x, _ in [(i, j)] + todo]
                         break
-                if up is not None and (floor is None or up <= floor or b - a < MIN_BUCKET):
+                if up is not None and ((floor is not None and up <= floor) or b - a < MIN_BUCKET):
                     out.append((a, up, False))
                     continue
                 m = (i + j) // 2
@@ -496,3 +496,19 @@ class CudaFit:
                 self._build(k)
             if k:
                 self._last0(k)
+
+
+def cuda_fit_for(profile: Profile, backend: str, mlx_version: str | None, dtype: str | None, nax: bool,
+                 chunk: int) -> CudaFit | None:
+    """The ``CudaFit`` of a backend whose executor commits graphs (CUDA), or ``None``: another backend, or a
+    profile whose peak ``prefill_peak`` reports unknown there (it raises the reason; so does the replay)."""
+    from .basis import MEASURED, basis_for, no_bound_reason
+    from .ops.recurrent import unverified_peak
+
+    kr = KernelRoutes.for_backend(backend, mlx_version)
+    if kr.executor.graph_commit is None or unverified_peak(profile, kr):
+        return None
+    b = basis_for(profile, kr)
+    if b.kind != MEASURED and no_bound_reason(profile, kr):
+        return None
+    return CudaFit(profile, kr, chunk, dtype, nax, 1.0, None if b.kind == MEASURED else (b.worst or b.kind))
