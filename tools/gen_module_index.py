@@ -2,9 +2,8 @@
 
     python tools/gen_module_index.py
 
-status: ``recipe`` (profiles/mlx_lm/<module>.yaml exists; verified only if LIVE_RESULTS.json lists it),
-``python`` (a hand-written rule in mlxlm/to_layers.py, verified through registry variants),
-(a wrapper whose ``text_by`` picks the recipe of its language model is ``recipe`` too),
+status: ``recipe`` (profiles/mlx_lm/<module>.yaml exists; verified only if LIVE_RESULTS.json lists it; a
+wrapper whose ``text_by`` picks the recipe of its language model is ``recipe`` too),
 ``unsupported`` (why), ``not yet`` (the layout a recipe would have to describe).
 """
 from __future__ import annotations
@@ -20,7 +19,6 @@ sys.path.insert(0, str(ROOT))
 from omlx_profiles.mlxlm.coverage import unsupported_modules  # noqa: E402
 from omlx_profiles.mlxlm.model_types import ARCHITECTURE_REMAPPING, MLXLM_VERSION, MODULES, REMAPPING  # noqa: E402
 from omlx_profiles.mlxlm.recipes import module_files, recipes  # noqa: E402
-from omlx_profiles.mlxlm.to_layers import RULES  # noqa: E402
 from omlx_profiles.schema.export import MODULE_INDEX, hint_line  # noqa: E402
 
 
@@ -33,8 +31,6 @@ def main() -> int:
             mods[m] = {"status": "recipe"}
         elif module_files().get(m) is not None and module_files()[m].text_by is not None:
             mods[m] = {"status": "recipe", "reason": "a wrapper: text_by picks the recipe of its language model"}
-        elif m in RULES:
-            mods[m] = {"status": "python", "reason": "hand-written rule in omlx_profiles/mlxlm/to_layers.py"}
         elif m in UNSUPPORTED:
             mods[m] = {"status": "unsupported", "reason": UNSUPPORTED[m]}
         else:  # the layout text the index held (kept across regenerations)

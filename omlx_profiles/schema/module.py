@@ -184,6 +184,9 @@ class Ignore(_Strict):
     only_without: Key | None = Field(
         None, description="said only when this key is absent or null (llama: sliding_window matters only through "
                           "layer_types)")
+    unless_equal: Key | None = Field(
+        None, description="not said when the config's value equals this extracted field (nemotron_h: an "
+                          "attention_head_dim equal to the head_dim mlx-lm derives changes nothing)")
 
 
 class Attention(_Strict):
