@@ -43,7 +43,8 @@ class _Parser(argparse.ArgumentParser):
         _GIVEN.add(action.dest)
         if isinstance(arg_string, str) and not arg_string.strip() and action.nargs not in (argparse.PARSER,
                                                                                              argparse.REMAINDER):
-            raise argparse.ArgumentError(action, "empty value; leave the option out instead")
+            raise argparse.ArgumentError(action, "empty value; leave the option out instead" if action.option_strings
+                                         else f"empty {_POSITIONAL.get(action.dest, 'value')}")
         convert = self._registry_get("type", action.type, action.type)
         if convert is int:
             convert = _ascii_int
@@ -69,6 +70,8 @@ REQUIRES = {"reserve": ("budget", "--reserve only applies with --budget (it is k
             "kv_start": ("kv_bits", "--kv-start only applies with --kv-bits (it is when KV quantization starts)"),
             "kv_group_size": ("kv_bits", "--kv-group-size only applies with --kv-bits")}
 _GIVEN: set[str] = set()
+_POSITIONAL = {"model": "model id (give a model id, a model directory or --config PATH)", "path": "path",
+               "paths": "path", "modules": "module name"}
 
 
 def _check_requires(args) -> None:
