@@ -32,7 +32,7 @@ from mlx_lm.models.cache import make_prompt_cache  # noqa: E402
 
 from omlx_profiles.extraction.from_config import profile_from_config  # noqa: E402
 from omlx_profiles.live.from_model import profile_from_model  # noqa: E402
-from omlx_profiles.mlxlm.facts import ARCHITECTURE_REMAPPING, MODEL_REMAPPING, SPECS  # noqa: E402
+from omlx_profiles.mlxlm.facts import ARCHITECTURE_REMAPPING, MODEL_REMAPPING  # noqa: E402
 from omlx_profiles.mlxlm.recipes import live_config, module_files, recipes  # noqa: E402
 from omlx_profiles.kv.bytes import kv_report  # noqa: E402
 from omlx_profiles.live.build import build_model, shrink_config  # noqa: E402
@@ -98,17 +98,17 @@ def test_remapping_tables_match_mlx_lm():
     assert ARCHITECTURE_REMAPPING == u.MODEL_ARCHITECTURE_REMAPPING
 
 
-@pytest.mark.parametrize("key", sorted(SPECS))
-def test_args_specs_match_mlx_lm(key):
-    module, _, cls = key.partition(".")
-    mod = importlib.import_module(f"mlx_lm.models.{module}")
-    args = getattr(mod, cls or "ModelArgs")
-    fields = {f.name: f for f in dataclasses.fields(args)}
-    required = {n for n, f in fields.items()
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
-    assert SPECS[key].required == required
-    for k, v in SPECS[key].defaults.items():
-        assert k in fields and fields[k].default == v, f"{key}.{k}: mlx-lm default {fields[k].default!r}, copied {v!r}"
+@pytest.mark.parametrize("mt,arch", sorted(ARCHITECTURE_REMAPPING))
+def test_architecture_remapping_picks_mlx_lms_module(mt, arch):
+    """index.yaml's architecture_remapping, as extraction applies it, picks the module mlx-lm imports."""
+    from mlx_lm.utils import _get_classes
+
+    from omlx_profiles.mlxlm.config import module_for
+
+    cfg = {"model_type": mt, "architectures": ["SomethingElse", arch]}
+    model_cls, _ = _get_classes(cfg)
+    assert module_for(cfg, "config.json") == (mt, model_cls.__module__.rsplit(".", 1)[-1])
+    assert module_for({"model_type": mt}, "config.json")[1] != module_for(cfg, "config.json")[1]
 
 
 TEXT_BY = sorted(m for m, f in module_files().items() if f.text_by is not None)

@@ -18,14 +18,6 @@ PACKAGE = ROOT / "omlx_profiles"
 
 #: path under omlx_profiles/ -> (most name literals allowed, why they are still Python)
 ALLOWED: dict[str, tuple[int, str]] = {
-    "mlxlm/facts.py": (3, "mlx-lm's MODEL_ARCHITECTURE_REMAPPING (drift-tested) and the args class of the "
-                          "nemotron_h rule"),
-    "mlxlm/to_layers.py": (2, "the hand-written rule not yet expressible as a recipe (nemotron_h: its pattern "
-                              "string with block-list fallbacks, written back as a layer string; 'mamba' is one "
-                              "of its block names)"),
-    "live/_resolve.py": (1, "nemotron_h's layer kinds (no recipe: its hand-written rule); every other family reads "
-                            "its layout and text args class from its module file (mistral3: text_by; lfm2-vl's "
-                            "checkpoint model_type: checkpoint_model_type)"),
     "compat/uniform.py": (1, "the oMLX facade's uniform profile is llama-shaped: it names the module whose op "
                              "list (no compute traits) its peak uses"),
 }

@@ -30,11 +30,11 @@ from pydantic import ValidationError
 from ..errors import InputError, UnsupportedError
 from ..files import user_path
 from ..mlxlm.config import (LoadedConfig, Reader, load_config, module_for, read_dtype, read_quantization,
-                                shown, spec, text_config_key)
+                                shown, text_config_key)
 from ..mlxlm.fold import build_layers
-from ..mlxlm.facts import MLX_LM_VERSION, MODEL_REMAPPING, SPECS
+from ..mlxlm.facts import MLX_LM_VERSION, MODEL_REMAPPING
 from ..mlxlm.recipes import module_files, reader_for, recipe, recipe_rule, wrapper_injections
-from ..mlxlm.to_layers import RULES, Ctx, Draft, _info
+from ..mlxlm.to_layers import Ctx, Draft, _info
 from ..mlxlm.support import unsupported_reason
 from ..registry.profile import Profile
 from ..registry.index import Registry, Resolution
@@ -153,7 +153,7 @@ def _text_reader(top: dict, module: str, model_type: str, label: str) -> tuple[R
     f = module_files().get(module)
     if f is not None and f.text_by is not None:
         return _text_by_reader(top, module, f.text_by, model_type, label)
-    rec = recipe(module) if module not in RULES else None
+    rec = recipe(module)
     if rec is not None:  # a module recipe (profiles/mlx_lm/<module>.yaml): data, no Python per module
         if rec.text is None:
             key = text_config_key(top)
@@ -174,11 +174,6 @@ def _text_reader(top: dict, module: str, model_type: str, label: str) -> tuple[R
         tmt = tc.get("model_type") if isinstance(tc.get("model_type"), str) and tc is not top else None
         data, inj = wrapper_injections(rec, top, tc)
         return reader_for(rec, data, label=label, prefix=prefix, injected=inj), recipe_rule(rec), tmt, notes
-    if module in RULES and module in SPECS:
-        key = text_config_key(top)
-        if key:
-            notes.append(f"{label}: has a {key}, but mlx-lm's {module}.py reads the top-level keys; so does this")
-        return Reader(top, label=label, prefix="", spec=spec(module), module=module), RULES[module], None, notes
     raise UnsupportedError(unsupported_reason(model_type, module))
 
 

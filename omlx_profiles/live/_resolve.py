@@ -128,8 +128,8 @@ def layer_kinds(config: dict) -> list[str]:
     *effective* args, so a defaulted pattern counts) with the recipe's kind names (``full``, ``sliding``,
     ``linear``, ``conv``, ...). This is the layer *pattern* (what ``shrink_config(layers=...)`` must keep),
     not the cache class: the mistral3 wrapper, for instance, still builds sliding layers (masks) but gives
-    them KVCache. nemotron_h (no recipe: its hand-written rule) reads ``hybrid_override_pattern``, whose
-    MLP and MoE characters are distinct kinds here (the prefix must keep both).
+    them KVCache. nemotron_h's kinds are the characters of ``hybrid_override_pattern`` (its MLP and MoE blocks
+    are distinct kinds, so a prefix keeps both).
     """
     family = text_family(config)
     a = text_args(config)
@@ -138,9 +138,6 @@ def layer_kinds(config: dict) -> list[str]:
     if rec is not None:
         data = {f.name: getattr(a, f.name) for f in dataclasses.fields(a)} if dataclasses.is_dataclass(a) else vars(a)
         return layer_kind_names(rec, reader_for(rec, data, label=f"mlx-lm {family} args"))[0]
-    if family == "nemotron_h":
-        chars = {"M": "state", "*": "full", "-": "mlp", "E": "moe"}
-        return [chars[c] for c in a.hybrid_override_pattern]
     return ["full"] * n
 
 

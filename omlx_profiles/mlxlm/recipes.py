@@ -25,7 +25,7 @@ from .facts import ArgsSpec
 # loading / lookups and the two other parts, re-exported: ``from .recipes import X`` keeps working
 from .recipe_files import (NOT_RECIPES, _load_all, _parse_recipe, module_files, module_index, recipe,
                            recipe_verified, recipes, recipes_dir, traits_of)
-from .recipe_layout import _formula_value, _key_int, layer_kind_names
+from .recipe_layout import _chars_pattern, _formula_value, _key_int, layer_kind_names
 from .recipe_live import HEAD_DIM_PROBE, TINY, live_config
 
 __all__ = ["NOT_RECIPES", "HEAD_DIM_PROBE", "TINY", "args_spec", "canonical_view", "layer_kind_names", "live_config",
@@ -299,10 +299,18 @@ def recipe_rule(rec: ModuleRecipe, *, no_make_cache: str | None = None) -> Calla
         for k in used:
             parts = [_cache_spec(kr, r, d, n_kv, hd) for kr in specs[k]]
             built[k] = parts if isinstance(rec.kinds[k], list) else parts[0]  # a list is a CacheList, even of one
-        lt = rec.layout.layer_types
-        d.put("num_layers", len(names), f"= len({r.where(lt.key)})" if lt is not None and lt.length
-              and r.raw(lt.key, None) is not None else r.where(rec.layout.count))
+        lt, ch = rec.layout.layer_types, rec.layout.chars
         given_n = r.data.get(rec.layout.count)
+        if ch is not None and ch.length:  # the character pattern is the stack
+            _, where = _chars_pattern(ch, r, rec.module)
+            d.put("num_layers", len(names), f"= len({ch.key}) ({where})")
+            d.layers_as_string = ch.as_string
+            if isinstance(given_n, int) and given_n != len(names):
+                d.notes.append(f"{c.label}: {rec.layout.count} = {given_n} but {ch.key} has {len(names)} blocks; "
+                               "mlx-lm uses the pattern's length")
+        else:
+            d.put("num_layers", len(names), f"= len({r.where(lt.key)})" if lt is not None and lt.length
+                  and r.raw(lt.key, None) is not None else r.where(rec.layout.count))
         if lt is not None and lt.length and r.raw(lt.key, None) is not None and isinstance(given_n, int) \
                 and given_n != len(names):
             d.notes.append(f"{c.label}: {r.prefix}{lt.key} has {len(names)} entries but {rec.layout.count} is "
@@ -333,6 +341,8 @@ def recipe_rule(rec: ModuleRecipe, *, no_make_cache: str | None = None) -> Calla
             if not isinstance(ign, str) and ign.only_without is not None and r.data.get(ign.only_without) is not None:
                 continue
             given = r.data.get(key, getattr(r, "shadowed", {}).get(key))
+            if not isinstance(ign, str) and ign.unless_equal is not None and given == d.fields.get(ign.unless_equal):
+                continue
             if given is not None:
                 d.notes.append(f"{c.label}: {r.prefix}{key} = {shown(given)} is ignored by mlx-lm's "
                                f"{rec.module}.py: {reason}")

@@ -1,21 +1,20 @@
 """Which mlx-lm modules extraction can read, and the sentence for one it cannot.
 
-Apart from ``to_layers`` (the hand-written rules) and ``recipes`` (the data-driven ones) because it needs
-both: the recipes reuse to_layers' readers, so neither may import the other back.
+Apart from ``recipes`` (the interpreter) because it also reads the module index and the files' reasons;
+kept out of ``recipe_files`` so the loader stays free of messages.
 """
 from __future__ import annotations
 
 from .config import shown
 from .model_types import MLXLM_VERSION, MODULES
 from .recipes import module_files, recipes
-from .to_layers import RULES
 
 
 def supported_modules() -> list[str]:
-    """Modules with a hand-written rule, a module recipe (profiles/mlx_lm/), or a wrapper file whose
-    ``text_by`` picks the recipe of its language model."""
+    """Modules with a module recipe (profiles/mlx_lm/), or a wrapper file whose ``text_by`` picks the recipe
+    of its language model."""
     wrappers = {m for m, f in module_files().items() if f.text_by is not None}
-    return sorted(set(RULES) | wrappers | set(recipes()))
+    return sorted(wrappers | set(recipes()))
 
 
 def unsupported_reason(model_type: str, module: str) -> str:

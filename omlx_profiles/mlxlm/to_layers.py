@@ -1,25 +1,20 @@
-"""Per mlx-lm module: which cache each layer gets, and with which widths (mlx-lm 0.32.2).
+"""The readers an extraction rule is made of (mlx-lm 0.32.2): the ``Draft`` it fills, the ``Ctx`` it reads,
+and the shared pieces every module recipe uses (query / KV heads, head width, layer count, MLA ranks, the
+widths the peak and weights terms read).
 
-Each rule reads the config *the way mlx-lm's args class does* (``Reader`` applies mlx-lm's defaults and
-required fields) and replays the module's ``make_cache`` - or, for a module without one,
-``make_prompt_cache``'s default of one ``KVCache`` per entry of ``model.layers``. Where mlx-lm ignores a
-key a reader would expect to matter, the rule says so in a note instead of honouring the key:
-
-* ``sliding_window`` without ``layer_types`` (Mistral 7B v0.3), in gemma2, phi3, mixtral, qwen2/qwen3:
-  every layer is an unbounded ``KVCache``;
-* the ``mistral3``/``llava`` wrapper defines no ``make_cache``: every text layer is a ``KVCache`` even
-  where ``text_config.layer_types`` says ``sliding_attention`` (``text_by`` in its module file); smollm3 likewise;
-* qwen2, phi3, mixtral, ... derive ``head_dim = hidden_size // num_attention_heads`` and ignore a config
-  ``head_dim``; nemotron_h ignores ``attention_head_dim``;
-* gemma3 and qwen3_next/qwen3_5 lay layers out from ``sliding_window_pattern`` /
-  ``full_attention_interval`` and ignore ``layer_types``.
+Each piece reads the config *the way mlx-lm's args class does* (``Reader`` applies mlx-lm's defaults and
+required fields). Which cache each layer gets is the module recipe's (``profiles/mlx_lm/<module>.yaml``,
+interpreted by ``recipes.recipe_rule``): no module has a hand-written rule any more. Where mlx-lm ignores a
+key a reader would expect to matter, the recipe says so (``ignores``) and extraction writes a note: e.g.
+``sliding_window`` without ``layer_types`` (Mistral 7B v0.3), gemma2 / phi3 / qwen2 sliding windows, a
+config ``head_dim`` that qwen2 / phi3 / mixtral derive instead, nemotron_h's ``attention_head_dim``.
 
 The output is a variant payload (what a profile YAML variant holds), its provenance and notes.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import InputError, UnsupportedError
 from .config import MAX_DIM, MAX_LAYERS, Reader, shown
@@ -121,10 +116,60 @@ def _info(c: Ctx) -> None:
         v = _soft_int(c, key) if fld not in d.fields else None
         if v is not None:
             d.put(fld, v, r.where(key))
+    _rope_context(c)
     tie = r.raw("tie_word_embeddings", None)
     if isinstance(tie, bool):
         d.put("tie_word_embeddings", tie, r.where("tie_word_embeddings"))
     _moe(c)
+
+
+#: RoPE types mlx-lm's ``initialize_rope`` builds (models/rope_utils.py); any other raises ValueError there
+ROPE_TYPES = ("default", "linear", "dynamic", "llama3", "yarn", "deepseek_yarn", "telechat3-yarn", "longrope",
+              "proportional", "mrope")
+_YARN = ("yarn", "deepseek_yarn", "telechat3-yarn")
+MAX_ROPE_FACTOR = 4096  # real ones are 4-64; a factor of 10**400 reached float formatting (OverflowError)
+
+
+def _rope_context(c: Ctx) -> None:
+    """The context a YaRN ``rope_scaling`` gives: ``factor x original_max_position_embeddings`` when that
+    is more than ``max_position_embeddings`` (Qwen3's model card: add ``{"rope_type": "yarn", "factor":
+    4.0, "original_max_position_embeddings": 32768}`` for 131,072 tokens, leaving 40,960 as it was; vLLM
+    derives its limit the same way). Dropping it reported every prompt past 40,960 as past the context.
+    ``rope_scaling`` (``rope_parameters`` in newer transformers) is checked the way mlx-lm reads it:
+    an object or null, a RoPE type mlx-lm builds, a finite ``factor`` >= 1 where the type uses one."""
+    r, d = c.r, c.d
+    key = "rope_scaling" if r.raw("rope_scaling", None) is not None else "rope_parameters"
+    rs = r.raw(key, None)
+    if rs is None:
+        return
+    where = f"{r.label}: {r.prefix}{key}"
+    if not isinstance(rs, dict):
+        raise InputError(f"{where} must be an object (or null), got {shown(rs)}")
+    kind = rs.get("type") or rs.get("rope_type", "default")
+    if key == "rope_parameters" and kind == "default" and "factor" not in rs:
+        return  # transformers 5 keeps rope_theta here too: no scaling
+    if not isinstance(kind, str) or kind not in ROPE_TYPES:
+        # a model module may read its own types (phi3's "su"): said, and no context is derived from it
+        d.notes.append(f"{where}: RoPE type {shown(kind)} is not one mlx-lm's initialize_rope builds "
+                       f"({', '.join(ROPE_TYPES)}); max_context is max_position_embeddings alone")
+        return
+    factor = rs.get("factor")
+    if kind in ("linear", "dynamic", "llama3") + _YARN or factor is not None:
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1 <= factor <= MAX_ROPE_FACTOR:
+            raise InputError(f"{where}.factor must be a number from 1 to {MAX_ROPE_FACTOR:,} for RoPE type "
+                             f"{kind!r}, got {shown(factor)}")
+    orig = rs.get("original_max_position_embeddings")
+    if orig is not None and (isinstance(orig, bool) or not isinstance(orig, int) or not 0 < orig <= MAX_DIM):
+        raise InputError(f"{where}.original_max_position_embeddings must be a positive integer, got {shown(orig)}")
+    if kind not in _YARN or orig is None:
+        return
+    extended = min(int(factor * orig), MAX_DIM)
+    have = d.fields.get("max_context")
+    if have is None or extended > have:
+        d.put("max_context", extended, f"{where} (YaRN: factor {factor:g} x "
+                                                     f"original_max_position_embeddings {orig:,})")
+        d.notes.append(f"{r.label}: max_context {extended:,} from {r.prefix}{key} (YaRN factor "
+                       f"{factor:g} x {orig:,}){'' if have is None else f', above max_position_embeddings {have:,}'}")
 
 
 def _soft_int(c: Ctx, key: str, *, zero_ok: bool = False) -> int | None:
@@ -171,22 +216,6 @@ def _moe(c: Ctx) -> None:
     c.d.put("moe", moe, f"{c.r.where(wn)}, {wk}")
 
 
-def _full(n_kv: int | None = None, hd: int | None = None, vd: int | None = None) -> dict:
-    s: dict[str, Any] = {"kind": "full"}
-    if n_kv is not None:
-        s["num_kv_heads"] = n_kv
-    if hd is not None:
-        s["head_dim"] = hd
-    if vd is not None:
-        s["v_head_dim"] = vd
-    return s
-
-
-# --------------------------------------------------------------------------------------------------
-# families
-# --------------------------------------------------------------------------------------------------
-
-
 def _mla(c: Ctx, *, index: bool = False) -> dict:
     r = c.r
     mla: dict[str, Any] = {}
@@ -217,64 +246,3 @@ def _mla_heads(c: Ctx, mla: dict) -> None:
     c.d.put("head_dim", mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"],
             "= qk_nope_head_dim + qk_rope_head_dim")
     c.d.put("v_head_dim", mla["v_head_dim"], r.where("v_head_dim"))
-
-
-def rule_nemotron_h(c: Ctx) -> None:
-    """Entries only for ``M`` (Mamba-2 ``ArraysCache(2)``) and ``*`` (``KVCache``); ``-``/``E`` have none."""
-    r, d = c.r, c.d
-    pat = r.raw("hybrid_override_pattern", None)
-    where = r.where("hybrid_override_pattern")
-    if pat is None:
-        blocks = r.str_list("layers_block_type") or r.str_list("layer_types")
-        if blocks is None:
-            raise UnsupportedError("unsupported: model_type 'nemotron_h': the config has neither "
-                                   "hybrid_override_pattern nor layers_block_type (nemotron_h.ModelArgs raises)")
-        m = {"full_attention": "*", "linear_attention": "M", "moe": "E", "mlp": "-", "attention": "*",
-             "mamba": "M", "conv": "M"}
-        bad = sorted(set(blocks) - set(m))
-        if bad:
-            raise UnsupportedError(f"unsupported: model_type 'nemotron_h': layer block types {bad} "
-                                   "(nemotron_h.ModelArgs raises ValueError)")
-        pat = "".join(m[b] for b in blocks)
-        where = r.where("layers_block_type" if r.has("layers_block_type") else "layer_types")
-    if isinstance(pat, list) and all(isinstance(x, str) and len(x) == 1 for x in pat):
-        pat = "".join(pat)
-    if isinstance(pat, str) and len(pat) > MAX_LAYERS:
-        raise InputError(f"{c.label}: {r.prefix}hybrid_override_pattern has {len(pat)} blocks (at most {MAX_LAYERS})")
-    if not isinstance(pat, str) or not pat:
-        raise InputError(f"{c.label}: {r.prefix}hybrid_override_pattern must be a string such as 'M-M*', got {shown(pat)}")
-    bad = sorted(set(pat) - set("M*-E"))
-    if bad:
-        raise UnsupportedError(f"unsupported: model_type 'nemotron_h': block characters {bad} in "
-                               "hybrid_override_pattern (mlx-lm knows M, *, -, E)")
-    nh = r.raw("num_hidden_layers", None)
-    if isinstance(nh, int) and nh != len(pat):
-        d.notes.append(f"{c.label}: num_hidden_layers = {nh} but hybrid_override_pattern has {len(pat)} blocks; "
-                       "mlx-lm uses the pattern's length")
-    d.put("num_layers", len(pat), f"= len(hybrid_override_pattern) ({where})")
-    n_q, n_kv = _heads(c)
-    _head_dim(c, n_q)
-    ahd = r.data.get("attention_head_dim")
-    if ahd is not None and r.data.get("head_dim") is None and ahd != d.fields["head_dim"]:
-        d.notes.append(f"{c.label}: attention_head_dim = {r.data['attention_head_dim']} is not read by mlx-lm's "
-                       f"nemotron_h.py (head_dim = hidden_size // num_attention_heads = {d.fields['head_dim']})")
-    H, hd = r.int("mamba_num_heads"), r.int("mamba_head_dim")
-    N, G, K = r.int("ssm_state_size"), r.int("n_groups"), r.int("conv_kernel")
-    mamba = {"kind": "state", "tensors": [
-        {"name": "conv", "shape": [K - 1, H * hd + 2 * G * N], "dtype": "model"},
-        {"name": "ssm", "shape": [H, hd, N], "dtype": "fp32"},
-    ]}
-    spec_of = {"M": mamba, "*": _full(), "-": {"kind": "none"}, "E": {"kind": "none"}}
-    d.per_layer = [(ch, spec_of[ch]) for ch in pat]
-    d.layers_as_string = True
-    d.prov["layers"] = (f"{where}: M -> Mamba-2 ArraysCache (conv in activation dtype, ssm fp32), * -> KVCache, "
-                        "- / E -> no cache entry")
-
-
-# --------------------------------------------------------------------------------------------------
-# dispatch
-# --------------------------------------------------------------------------------------------------
-
-RULES: dict[str, Callable[[Ctx], None]] = {
-    "nemotron_h": rule_nemotron_h,
-}

@@ -184,6 +184,9 @@ class Ignore(_Strict):
     only_without: Key | None = Field(
         None, description="said only when this key is absent or null (llama: sliding_window matters only through "
                           "layer_types)")
+    unless_equal: Key | None = Field(
+        None, description="not said when the config's value equals this extracted field (nemotron_h: an "
+                          "attention_head_dim equal to the head_dim mlx-lm derives changes nothing)")
 
 
 class Attention(_Strict):
@@ -294,4 +297,7 @@ class ModuleIndex(_Strict):
 
     mlx_lm: str
     remapping: dict[str, str]
+    architecture_remapping: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="mlx_lm.utils.MODEL_ARCHITECTURE_REMAPPING: model_type -> {architecture "
+                                          "(config 'architectures' entry) -> module}; checked before 'remapping'")
     modules: dict[str, IndexEntry]
