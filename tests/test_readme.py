@@ -61,6 +61,39 @@ def test_documented_command_parses(where, argv):
         assert not e.code, f"{where}: omlx-profiles {' '.join(argv)}: {err.getvalue().strip()}"
 
 
+def _help_examples() -> list[tuple[str, list[str]]]:
+    """(command, argv) of every example line in ``omlx-profiles --help`` and each command's ``--help``."""
+    parser = build_parser()
+    subs = parser._subparsers._group_actions[0].choices  # argparse keeps the commands here
+    out = []
+    for name, text in [("", parser.format_help())] + [(n, p.format_help()) for n, p in subs.items()]:
+        for line in text.splitlines():
+            m = re.match(r"^\s+(?:\$ )?omlx-profiles (.*)$", line)
+            if m:
+                argv = shlex.split(m.group(1), comments=True)
+                for stop in ("|", "&&", ";"):
+                    if stop in argv:
+                        argv = argv[:argv.index(stop)]
+                out.append((name or "main", argv))
+    return out
+
+
+def test_help_examples_parse():
+    """The examples each command's ``--help`` prints use flags that exist (the epilogs are documentation too)."""
+    examples = _help_examples()
+    assert len(examples) > 10
+    bad = []
+    for where, argv in examples:
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                build_parser().parse_args(argv)
+        except SystemExit as e:
+            if e.code:
+                bad.append(f"{where} --help: omlx-profiles {' '.join(argv)}: {err.getvalue().strip().splitlines()[-1]}")
+    assert not bad, "\n".join(bad)
+
+
 def test_readme_examples_show_todays_output():
     bad = readme_examples.drift(readme_examples.README.read_text(encoding="utf-8"))
     assert not bad, ("README examples drifted from the CLI (run `python tools/readme_examples.py` for the diff, "

@@ -205,6 +205,9 @@ class Layout(_Strict):
         given = [n for n in shapes if getattr(self, n) is not None]
         if len(given) != 1:
             raise ValueError(f"give exactly one layout shape ({', '.join(shapes)}), got {given or 'none'}")
+        if self.chars is not None and self.chars.length and (self.flag or self.unless or self.shared or self.per_layer):
+            raise ValueError("a whole-stack chars pattern (length: true) is the layout by itself: no flag, unless, "
+                             "shared or per_layer (they count layers by 'count', which the pattern replaces)")
         return self
 
     def kind_names(self) -> set[str]:
