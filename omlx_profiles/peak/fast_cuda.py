@@ -26,7 +26,7 @@ from ..kv.replay import MAX_CALLS, STEP
 from ..registry.profile import Profile
 from .call import activation_dtype, call_window, items_of_call, pinned_bytes, run_ahead_ops, validate_profile
 from .executor import window_max
-from .kernels import KernelRoutes, tiled_state
+from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 from .ops.recurrent import state_snapshot_bytes
 from .replay import KV_SCALED_KINDS, EntryState, entry_bytes, scale_up
 
@@ -336,16 +336,23 @@ class CudaFit:
     def __init__(self, profile: Profile, routes: KernelRoutes, chunk: int, dtype: str | None = None,
                  nax: bool = False, kv_scale: float = 1.0, worst: str | None = None):
         self.c = chunk
-        self.walk = CallWalk(profile, routes, chunk, dtype, nax, kv_scale, worst)
-        self.act = self.walk.act
+        self._args = (profile, routes, chunk, dtype, nax, kv_scale, worst)
         self.max_k = (profile.max_context - 1) // chunk if profile.max_context else None
+        self._reset()
+
+    def _reset(self) -> None:
+        """Empty tables, for the tiled-kernel registry as it is now (``kernels.register_tiled`` changes routes:
+        every table is rebuilt on the next request after it, as ``FastPeak`` does)."""
+        self._gen = _TILED_VERSION[0]
+        self.walk = CallWalk(*self._args)
+        self.act = self.walk.act
         self.F: list[int] = []
         self.GM: list[int | None] = [None]  # GM[m]: max of F at each layer type's last changing call in 1..m
         self._lastj: dict[str, int] = {}
         self.snaps = [self.walk.clone()]  # the caches after j full calls
         self.L0: dict[int, int] = {}
-        self._shapeless: set[str] = set()
-        self._exact: dict[int, int] = {}  # "call" / "last": no bucket holds (see ``MAX_MISSES``)
+        self._shapeless: set[str] = set()  # "call" / "last": no bucket holds (see ``MAX_MISSES``)
+        self._exact: dict[int, int] = {}  # two-call answers (``exact``), per length
         self._leaves: dict[int, tuple] = {}  # per offset: shorter-call leaves, last-token leaves (2 classes)
         w = self.walk.clone()
         self.one = w.step(1, evaluate=True, last=True)[0]  # a one-token prompt
@@ -487,6 +494,8 @@ class CudaFit:
         """(lower, upper) of the exact replay's total for a prompt of ``new_tokens`` without a prefix; equal
         where it is known exactly; upper ``None`` where no bucket bounds the shorter call or the last token
         (``exact`` answers then)."""
+        if _TILED_VERSION[0] != self._gen:
+            self._reset()
         if new_tokens <= 1:
             return self.one, self.one
         k, r = divmod(new_tokens - 1, self.c)
@@ -535,6 +544,8 @@ class CudaFit:
         K = max_k if max_k is not None else self.max_k
         if K is None:
             return
+        if _TILED_VERSION[0] != self._gen:
+            self._reset()
         self._extend(K)
         for k in range(K + 1):
             if k not in self._leaves:
