@@ -522,7 +522,8 @@ class CudaFit:
         return lo, hi
 
     def exact(self, new_tokens: int) -> int:
-        """The exact replay's total, from the tables and the two calls that depend on the length."""
+        """The exact replay's total, from the tables and the calls that depend on the length (the shorter
+        call, then the last token, each only where its bucket's bound is above what is known already)."""
         lo, hi = self.bounds(new_tokens)
         if lo == hi:
             return lo
@@ -532,11 +533,21 @@ class CudaFit:
         if v is not None:
             return v
         k, r = divmod(new_tokens - 1, self.c)
+        lv = self._leaves[k]
+        pu, pe = lv[0].at(r)
+        tu, te = (lv[2] if r in lv[3] else lv[1]).at(r)
+        v = self._full_part(k, r) or 0
         w = self.snaps[k].clone()
-        p = w.step(r, evaluate=True)[0]
-        t = w.step(1, evaluate=True, last=True)[0]
-        f = self._full_part(k, r)
-        v = self._exact[new_tokens] = max(p, t) if f is None else max(f, p, t)
+        if pu is not None and (pe or pu <= v):  # known exactly, or never the highest
+            v = max(v, pu) if pe else v
+            w.step(r, evaluate=False)
+        else:
+            v = max(v, w.step(r, evaluate=True)[0])
+        if tu is not None and (te or tu <= v):
+            v = max(v, tu) if te else v
+        else:
+            v = max(v, w.step(1, evaluate=True, last=True)[0])
+        self._exact[new_tokens] = v
         return v
 
     def prepare(self, max_k: int | None = None) -> None:
