@@ -25,7 +25,7 @@ from ..errors import UnsupportedError
 from ..kv.replay import MAX_CALLS, STEP
 from ..registry.profile import Profile
 from .call import activation_dtype, call_window, items_of_call, pinned_bytes, run_ahead_ops, validate_profile
-from .executor import window_max
+from .executor import carried_per_item, window_max
 from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 from .ops.recurrent import state_snapshot_bytes
 from .replay import KV_SCALED_KINDS, EntryState, entry_bytes, scale_up
@@ -212,7 +212,7 @@ class _Ops:
         self.per_byte = np.repeat(np.array([it.bytes for it in split], dtype=np.float64) / ops, ops)
         self.m = len(split)
         self.owner = np.repeat(np.arange(self.m), ops)  # the split item a window starting at each op is in
-        self.carried = np.array(_carried(split))
+        self.carried = np.array(carried_per_item(split))
 
     def below(self, b: "_Ops") -> bool:
         """Same structure, and every size here at most ``b``'s (then ``b`` bounds every call between them)."""
@@ -263,34 +263,6 @@ def free_graph_window(items: list, max_nodes: int, max_mega_elements: int, infli
     # float sums of up to ~1e6 ops: a relative hair on top, and 1 B per item for the terms' rounding
     return int(best * (1 + 1e-12)) + 1 + o.m
 
-
-def _carried(items: list) -> list[float]:
-    """``_Live.carried`` of a window starting inside each item, for every item in one pass (the same
-    additions as ``executor.window_max`` makes: items j-8 .. j-2 whose carry reaches j, then item j-1's
-    output and carry)."""
-    n = len(items)
-    out_of = [it.bytes if it.out < 0 else it.out for it in items]
-    carry = [it.carry for it in items]
-    reach = [i + it.carry_items for i, it in enumerate(items)]
-    carried = [0.0] * n
-    carriers = [i for i in range(n) if carry[i]]
-    nc, p0 = len(carriers), 0
-    for j in range(1, n):
-        c = 0.0
-        while p0 < nc and carriers[p0] < j - 8:
-            p0 += 1
-        p = p0
-        while p < nc and carriers[p] < j - 1:
-            i = carriers[p]
-            if reach[i] >= j:
-                c += carry[i]
-            p += 1
-        add = out_of[j - 1]
-        if carry[j - 1] and reach[j - 1] >= j:
-            add += carry[j - 1]
-        c += add
-        carried[j] = c
-    return carried
 
 
 #: A bucket of shorter calls (or last tokens) is split while its bound is above the full calls' part and it is
