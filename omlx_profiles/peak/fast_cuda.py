@@ -25,8 +25,8 @@ from ..errors import UnsupportedError
 from ..kv.replay import MAX_CALLS, STEP
 from ..registry.profile import Profile
 from .call import activation_dtype, call_window, items_of_call, pinned_bytes, run_ahead_ops, validate_profile
-from .executor import window_max
-from .kernels import KernelRoutes, tiled_state
+from .executor import carried_per_item, window_max
+from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 from .ops.recurrent import state_snapshot_bytes
 from .replay import KV_SCALED_KINDS, EntryState, entry_bytes, scale_up
 
@@ -212,7 +212,7 @@ class _Ops:
         self.per_byte = np.repeat(np.array([it.bytes for it in split], dtype=np.float64) / ops, ops)
         self.m = len(split)
         self.owner = np.repeat(np.arange(self.m), ops)  # the split item a window starting at each op is in
-        self.carried = np.array(_carried(split))
+        self.carried = np.array(carried_per_item(split))
 
     def below(self, b: "_Ops") -> bool:
         """Same structure, and every size here at most ``b``'s (then ``b`` bounds every call between them)."""
@@ -264,34 +264,6 @@ def free_graph_window(items: list, max_nodes: int, max_mega_elements: int, infli
     return int(best * (1 + 1e-12)) + 1 + o.m
 
 
-def _carried(items: list) -> list[float]:
-    """``_Live.carried`` of a window starting inside each item, for every item in one pass (the same
-    additions as ``executor.window_max`` makes: items j-8 .. j-2 whose carry reaches j, then item j-1's
-    output and carry)."""
-    n = len(items)
-    out_of = [it.bytes if it.out < 0 else it.out for it in items]
-    carry = [it.carry for it in items]
-    reach = [i + it.carry_items for i, it in enumerate(items)]
-    carried = [0.0] * n
-    carriers = [i for i in range(n) if carry[i]]
-    nc, p0 = len(carriers), 0
-    for j in range(1, n):
-        c = 0.0
-        while p0 < nc and carriers[p0] < j - 8:
-            p0 += 1
-        p = p0
-        while p < nc and carriers[p] < j - 1:
-            i = carriers[p]
-            if reach[i] >= j:
-                c += carry[i]
-            p += 1
-        add = out_of[j - 1]
-        if carry[j - 1] and reach[j - 1] >= j:
-            add += carry[j - 1]
-        c += add
-        carried[j] = c
-    return carried
-
 
 #: A bucket of shorter calls (or last tokens) is split while its bound is above the full calls' part and it is
 #: wider than this many queries: the precompute per offset stays at a few dozen call bounds.
@@ -336,16 +308,23 @@ class CudaFit:
     def __init__(self, profile: Profile, routes: KernelRoutes, chunk: int, dtype: str | None = None,
                  nax: bool = False, kv_scale: float = 1.0, worst: str | None = None):
         self.c = chunk
-        self.walk = CallWalk(profile, routes, chunk, dtype, nax, kv_scale, worst)
-        self.act = self.walk.act
+        self._args = (profile, routes, chunk, dtype, nax, kv_scale, worst)
         self.max_k = (profile.max_context - 1) // chunk if profile.max_context else None
+        self._reset()
+
+    def _reset(self) -> None:
+        """Empty tables, for the tiled-kernel registry as it is now (``kernels.register_tiled`` changes routes:
+        every table is rebuilt on the next request after it, as ``FastPeak`` does)."""
+        self._gen = _TILED_VERSION[0]
+        self.walk = CallWalk(*self._args)
+        self.act = self.walk.act
         self.F: list[int] = []
         self.GM: list[int | None] = [None]  # GM[m]: max of F at each layer type's last changing call in 1..m
         self._lastj: dict[str, int] = {}
         self.snaps = [self.walk.clone()]  # the caches after j full calls
         self.L0: dict[int, int] = {}
-        self._shapeless: set[str] = set()
-        self._exact: dict[int, int] = {}  # "call" / "last": no bucket holds (see ``MAX_MISSES``)
+        self._shapeless: set[str] = set()  # "call" / "last": no bucket holds (see ``MAX_MISSES``)
+        self._exact: dict[int, int] = {}  # two-call answers (``exact``), per length
         self._leaves: dict[int, tuple] = {}  # per offset: shorter-call leaves, last-token leaves (2 classes)
         w = self.walk.clone()
         self.one = w.step(1, evaluate=True, last=True)[0]  # a one-token prompt
@@ -487,6 +466,8 @@ class CudaFit:
         """(lower, upper) of the exact replay's total for a prompt of ``new_tokens`` without a prefix; equal
         where it is known exactly; upper ``None`` where no bucket bounds the shorter call or the last token
         (``exact`` answers then)."""
+        if _TILED_VERSION[0] != self._gen:
+            self._reset()
         if new_tokens <= 1:
             return self.one, self.one
         k, r = divmod(new_tokens - 1, self.c)
@@ -513,7 +494,8 @@ class CudaFit:
         return lo, hi
 
     def exact(self, new_tokens: int) -> int:
-        """The exact replay's total, from the tables and the two calls that depend on the length."""
+        """The exact replay's total, from the tables and the calls that depend on the length (the shorter
+        call, then the last token, each only where its bucket's bound is above what is known already)."""
         lo, hi = self.bounds(new_tokens)
         if lo == hi:
             return lo
@@ -523,11 +505,21 @@ class CudaFit:
         if v is not None:
             return v
         k, r = divmod(new_tokens - 1, self.c)
+        lv = self._leaves[k]
+        pu, pe = lv[0].at(r)
+        tu, te = (lv[2] if r in lv[3] else lv[1]).at(r)
+        v = self._full_part(k, r) or 0
         w = self.snaps[k].clone()
-        p = w.step(r, evaluate=True)[0]
-        t = w.step(1, evaluate=True, last=True)[0]
-        f = self._full_part(k, r)
-        v = self._exact[new_tokens] = max(p, t) if f is None else max(f, p, t)
+        if pu is not None and (pe or pu <= v):  # known exactly, or never the highest
+            v = max(v, pu) if pe else v
+            w.step(r, evaluate=False)
+        else:
+            v = max(v, w.step(r, evaluate=True)[0])
+        if tu is not None and (te or tu <= v):
+            v = max(v, tu) if te else v
+        else:
+            v = max(v, w.step(1, evaluate=True, last=True)[0])
+        self._exact[new_tokens] = v
         return v
 
     def prepare(self, max_k: int | None = None) -> None:
@@ -535,6 +527,8 @@ class CudaFit:
         K = max_k if max_k is not None else self.max_k
         if K is None:
             return
+        if _TILED_VERSION[0] != self._gen:
+            self._reset()
         self._extend(K)
         for k in range(K + 1):
             if k not in self._leaves:
