@@ -284,7 +284,7 @@ def free_graph_window(items: list, max_nodes: int, max_mega_elements: int, infli
 
 #: A bucket of shorter calls (or last tokens) is split while its bound is above the full calls' part and it is
 #: wider than this many queries: the precompute per offset stays at a few dozen call bounds.
-MIN_BUCKET = 256
+MIN_BUCKET = 128
 #: Buckets whose two ends have items of different structure are split; past this many in one offset's class
 #: the class is answered exactly from then on (``CudaFit._shapeless``).
 MAX_MISSES = 24
