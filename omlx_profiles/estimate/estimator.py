@@ -104,7 +104,7 @@ class Estimator:
         if fp is not None:
             new, chunk, cached = request.new_tokens, request.chunk, request.cached
             try:
-                b = fp.bounds(new, chunk, cached)
+                b = fp.bounds(new, chunk, cached, usable - w)
                 if b is not None:
                     lo, hi = b
                     if w + hi <= usable:
