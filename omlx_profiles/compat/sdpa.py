@@ -11,7 +11,6 @@ from typing import Any
 from ..dtypes import DTYPE_BYTES
 from ..peak import kernels as _routes
 from ..validation import check_count
-from .uniform import _positive_number
 
 # oMLX's module-level names its own code and tests import (kept with the values oMLX 70fa3482 had; the
 # facade does not use them: its kernel routes come from profiles/kernels per backend and MLX version)
@@ -43,7 +42,9 @@ def estimate_unfused_sdpa_call_bytes(n_q_heads: int, query_tokens: int, kv_len: 
     query_tokens = check_count("query_tokens", query_tokens)
     kv_len = check_count("kv_len", kv_len)
     head_dim = check_count("head_dim", head_dim, minimum=1, maximum=2**31 - 1)
-    _positive_number("score_dtype_size", score_dtype_size, allow_none=False, where="estimate_unfused_sdpa_call_bytes")
+    if isinstance(score_dtype_size, bool) or not isinstance(score_dtype_size, (int, float)) or not 0 < score_dtype_size <= 8:
+        raise ValueError(f"estimate_unfused_sdpa_call_bytes: score_dtype_size must be a positive number (at most 8), "
+                         f"got {score_dtype_size!r}")
     s = score_dtype_size
     return int(n_q_heads * query_tokens * kv_len * s + 2 * n_q_heads * query_tokens * head_dim * s)
 
