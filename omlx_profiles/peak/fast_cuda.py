@@ -11,9 +11,9 @@ the full calls it evaluates is a table look-up. The only calls that depend on ``
 
 * a lower bound: the full calls' part of the exact replay (exact);
 * an upper bound: that, or a bound of the shorter call and of the last token where they may be higher
-  (see ``_Buckets``), whichever is larger.
+  (per bucket of the shorter call's query count: ``CudaFit``), whichever is larger.
 
-Where the two meet the verdict is exact; between them ``Estimator.fits`` replays.
+Where the two meet the verdict is exact; between them ``Estimator.fits`` evaluates those 1-2 calls (``CudaFit.exact``).
 """
 from __future__ import annotations
 
