@@ -338,3 +338,34 @@ def test_facade_still_answers_ordinary_numbers():
     assert estimate_unfused_sdpa_call_bytes(32, 128, 4096, 128, 2) == 32 * 128 * 4096 * 2 + 2 * 32 * 128 * 128 * 2
     m.set_fixed_state_bytes(10**8)
     assert m.fixed_state_bytes == 10**8
+
+
+# --------------------------------------------------------------------------------------------------
+# properties: any checkpoint directory (strategies.checkpoints) is summed exactly or refused
+# --------------------------------------------------------------------------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
+from .hostile.strategies import checkpoints  # noqa: E402
+
+
+@settings(max_examples=80, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(ck=checkpoints())
+def test_any_checkpoint_is_summed_once_or_refused(ck, tmp_path_factory):
+    """Every tensor counted exactly once from the files mlx-lm loads, or a ``SafetensorsError`` naming the
+    directory or file; never an exception of another type."""
+    from omlx_profiles.estimate.safetensors import SafetensorsError, read_checkpoint
+
+    d = tmp_path_factory.mktemp("ck")
+    for name, header in ck["files"].items():
+        _safetensors(d / name, header, 4 * len(header))
+    if ck["index"] is not None:
+        (d / "model.safetensors.index.json").write_text(json.dumps(ck["index"]))
+    try:
+        got = read_checkpoint(d)
+    except SafetensorsError as e:
+        assert str(d) in str(e)
+        return
+    names = [t.name for h in got.files for t in h.tensors]
+    assert len(names) == len(set(names)), names  # no tensor twice
+    assert got.nbytes == 4 * len(names)
