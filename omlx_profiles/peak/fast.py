@@ -166,6 +166,8 @@ class FastPeak:
         for t in (c.top, c.mid, c.short):
             if t:
                 t.prepare()
+        if c.row is None:
+            self._known(c, chunk)
 
     def total_bound(self, new_tokens: int, chunk: int, cached: int = 0) -> int | None:
         """An upper bound of ``held before + peak`` (the prefix's cache included), or ``None`` where the
@@ -220,19 +222,13 @@ class FastPeak:
         first full call, whose state is the prefix's, keeps its own bound."""
         k, r = divmod(new - 1, S)
         cf = self._chunks.get((S, True)) or self._chunk(S, True)
+        if cf.row is None:  # the known-layout lines: built on the first refinement (or by prepare)
+            self._known(cf, S)
         off = cached + S * k
-        u = cf.lasts[bisect_left(cf.ltops, r or S)].at(cached + new - 1)  # the last token
-        if cf.lgrow is not None:  # every KVCache grows by a step iff the shorter call filled its last one
-            f = cf.lgrow.at(cached + new - 1) if r % STEP == 0 else \
-                cf.lfit.at(cached + new - 1) + int(-r % STEP * cf.row) + 1
-            if f < u:
-                u = f
         if cached:
-            f = self._chunks[(S, False)].own.at(cached)  # the first full call, after the prefix
+            u = self._chunks[(S, False)].own.at(cached)  # the first full call, after the prefix
         else:
-            f = _chord(cf.grid, cf.grid_v, S, cf.slack)  # the first call, on fresh caches
-        if f > u:
-            u = f
+            u = _chord(cf.grid, cf.grid_v, S, cf.slack)  # the first call, on fresh caches
         if k > 1:
             f = cf.own_k.at(off - S)  # the last full call (full calls only: the chunk's own bucket)
             if f > u:
@@ -243,10 +239,15 @@ class FastPeak:
                 f = cf.lower.at(off - S)
                 if lo is None or f > lo:
                     lo = f
+        f = cf.lasts[bisect_left(cf.ltops, r or S)].at(cached + new - 1)  # the last token
+        if f > u:  # every KVCache grows by a step iff the shorter call filled its last one
+            g = cf.lgrow.at(cached + new - 1) if r % STEP == 0 else \
+                cf.lfit.at(cached + new - 1) + int(-r % STEP * cf.row) + 1
+            u = f if f < g else g if g > u else u
         if r:
             f = cf.calls[_bucket(cf.tops, r)].at(off)
             t = cf.top if cf.top and r >= cf.top.lo else cf.mid if cf.mid and cf.mid.lo <= r <= cf.mid.hi else None
-            if t is not None:
+            if t is not None and f > u:  # the shorter call may be the highest: at points of its own size
                 g, h = t.bounds(r, off)
                 if h < f:
                     f = h
@@ -255,6 +256,17 @@ class FastPeak:
             if f > u:
                 u = f
         return lo, (u if u < hi else hi)
+
+    @staticmethod
+    def _known(c: _Chunk, S: int) -> None:
+        """The lines of calls whose layout a prompt of whole-step chunks fixes (``CallModel._steps``'s
+        ``known``): the last token, its KVCache grown by a step or updated in place (the shorter call's size
+        says which); a full call after a full chunk, its rotating caches' rows known."""
+        m = c.model
+        c.lgrow = m.pieces(S, S, "last", known="grow")[0]
+        c.lfit = m.pieces(S, S, "last", known="fit")[0]
+        c.own_k = m.pieces(S, S, "upper", q_min=S, known="slide")[0] if m.windows() else c.own
+        c.row = _growing_row_bytes(m)
 
     def total_lower(self, new_tokens: int, chunk: int, cached: int = 0) -> int | None:
         """A lower bound of ``held before + peak``, or ``None`` (no full chunk call after the first)."""
@@ -452,12 +464,7 @@ class FastPeak:
             hi = c.top.lo - 1 if c.top else S - 1
             if hi > 2:
                 c.mid = TopStep(m, S, calls[-1], lo=2, hi=hi, known="slide")
-            # a full call after a full chunk: the rotating caches' rows known
-            c.own_k = m.pieces(S, S, "upper", q_min=S, known="slide")[0] if m.windows() else own
-            # the last token, its KVCache layout known from the shorter call's size (``_refined``)
-            c.lgrow = m.pieces(S, S, "last", known="grow")[0]
-            c.lfit = m.pieces(S, S, "last", known="fit")[0]
-            c.row = _growing_row_bytes(m)
+            c.row = None  # ``_known`` builds the known-layout lines (``_refined``)
         return c
 
 

@@ -11,9 +11,9 @@ the full calls it evaluates is a table look-up. The only calls that depend on ``
 
 * a lower bound: the full calls' part of the exact replay (exact);
 * an upper bound: that, or a bound of the shorter call and of the last token where they may be higher
-  (see ``_Buckets``), whichever is larger.
+  (per bucket of the shorter call's query count: ``CudaFit``), whichever is larger.
 
-Where the two meet the verdict is exact; between them ``Estimator.fits`` replays.
+Where the two meet the verdict is exact; between them ``Estimator.fits`` evaluates those 1-2 calls (``CudaFit.exact``).
 """
 from __future__ import annotations
 
@@ -162,16 +162,29 @@ def op_elements(items: list, act: int) -> np.ndarray:
     return _Ops(items, act).per_el
 
 
+def _item_sig(it) -> tuple:
+    return (it.term, it.ops, it.views, it.nodes, it.carry_items, it.out < 0, len(it.op_bytes),
+            isinstance(it.elems, tuple))
+
+
 def _sig(items: list) -> tuple:
-    """The structure of a call's items (what must match for one call's sizes to bound another's)."""
-    return tuple((it.term, it.ops, it.views, it.nodes, it.carry_items, it.out < 0, len(it.op_bytes),
-                  isinstance(it.elems, tuple)) for it in items)
+    """The structure of a call's items (what must match for one call's sizes to bound another's). A call's
+    layers share their item objects (``items_of_call`` builds one list per layer type): each is read once."""
+    seen: dict[int, tuple] = {}
+    out = []
+    for it in items:
+        v = seen.get(id(it))
+        if v is None:
+            v = seen[id(it)] = _item_sig(it)
+        out.append(v)
+    return tuple(out)
 
 
 class _Ops:
     """One call's items as per-op arrays (executor order, after ``split_ops``): kernel nodes, input elements,
     bytes, and for a window starting at each op the outputs carried into it (``_Live.carried``); plus the
-    items' structure, to compare two calls. Built once per item list (a bucket's ends are shared)."""
+    items' structure, to compare two calls. Built once per item list (a bucket's ends are shared); a call's
+    layers share their item objects, so each distinct item is read once."""
 
     __slots__ = ("sig", "byts", "outs", "carries", "per_node", "per_el", "per_byte", "owner", "carried", "m")
 
@@ -179,27 +192,31 @@ class _Ops:
         from .executor import split_ops
 
         a = max(act, 1)
-        n_ops = [max(1, it.ops) for it in items]
-        self.sig = _sig(items)
-        self.byts = np.array([it.bytes for it in items], dtype=np.float64)
-        self.outs = np.array([it.bytes if it.out < 0 else it.out for it in items], dtype=np.float64)
-        self.carries = np.array([it.carry for it in items], dtype=np.float64)
-        counts = np.array(n_ops, dtype=np.int64)
-        nodes = np.array([it.nodes if it.nodes >= 0 else it.ops for it in items], dtype=np.float64)
-        self.per_node = np.repeat(nodes / counts, counts)
-        even, special = [], []
-        for idx, (it, n) in enumerate(zip(items, n_ops)):
-            e = it.elems
-            if (it.op_bytes and len(it.op_bytes) == n and n > 1) or (isinstance(e, tuple) and len(e) == n):
-                special.append(idx)
-                even.append(0.0)
-            else:
-                even.append((e or it.bytes // a) / n)
-        self.per_el = np.repeat(np.array(even, dtype=np.float64), counts)
-        if special:
+        seen: dict[int, tuple] = {}
+        rows = []
+        for it in items:
+            r = seen.get(id(it))
+            if r is None:
+                n = max(1, it.ops)
+                e = it.elems
+                special = bool((it.op_bytes and len(it.op_bytes) == n and n > 1) or (isinstance(e, tuple) and len(e) == n))
+                r = seen[id(it)] = (it.bytes, it.bytes if it.out < 0 else it.out, it.carry, n,
+                                    (it.nodes if it.nodes >= 0 else it.ops) / n, 0.0 if special else (e or it.bytes // a) / n,
+                                    special, _item_sig(it), split_ops([it]))
+            rows.append(r)
+        self.sig = tuple(r[7] for r in rows)
+        self.byts = np.array([r[0] for r in rows], dtype=np.float64)
+        self.outs = np.array([r[1] for r in rows], dtype=np.float64)
+        self.carries = np.array([r[2] for r in rows], dtype=np.float64)
+        counts = np.array([r[3] for r in rows], dtype=np.int64)
+        self.per_node = np.repeat(np.array([r[4] for r in rows], dtype=np.float64), counts)
+        self.per_el = np.repeat(np.array([r[5] for r in rows], dtype=np.float64), counts)
+        if any(r[6] for r in rows):
             starts = np.concatenate(([0], np.cumsum(counts)))
-            for idx in special:
-                it, n = items[idx], n_ops[idx]
+            for idx, r in enumerate(rows):
+                if not r[6]:
+                    continue
+                it, n = items[idx], r[3]
                 e = it.elems
                 if it.op_bytes and len(it.op_bytes) == n and n > 1:
                     el = e if isinstance(e, tuple) and len(e) == n else ((e or 0) // n,) * n
@@ -207,7 +224,7 @@ class _Ops:
                 else:
                     vals = e
                 self.per_el[starts[idx]:starts[idx + 1]] = vals
-        split = split_ops(items)
+        split = [x for r in rows for x in r[8]]
         ops = np.array([max(1, it.ops) for it in split], dtype=np.int64)
         self.per_byte = np.repeat(np.array([it.bytes for it in split], dtype=np.float64) / ops, ops)
         self.m = len(split)
@@ -267,7 +284,7 @@ def free_graph_window(items: list, max_nodes: int, max_mega_elements: int, infli
 
 #: A bucket of shorter calls (or last tokens) is split while its bound is above the full calls' part and it is
 #: wider than this many queries: the precompute per offset stays at a few dozen call bounds.
-MIN_BUCKET = 256
+MIN_BUCKET = 128
 #: Buckets whose two ends have items of different structure are split; past this many in one offset's class
 #: the class is answered exactly from then on (``CudaFit._shapeless``).
 MAX_MISSES = 24
