@@ -228,7 +228,9 @@ class FastPeak:
         if cached:
             u = self._chunks[(S, False)].own.at(cached)  # the first full call, after the prefix
         else:
-            u = _chord(cf.grid, cf.grid_v, S, cf.slack)  # the first call, on fresh caches
+            # the first call, on fresh caches: the exact total of a (S + 1)-token prompt is the larger of that
+            # same call and a last token (the grid's value at S is a running maximum over shorter calls)
+            u = self._short_total(S)
         if k > 1:
             f = cf.own_k.at(off - S)  # the last full call (full calls only: the chunk's own bucket)
             if f > u:
