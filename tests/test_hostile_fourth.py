@@ -400,3 +400,12 @@ def test_sharded_chart_replays_identical_ranks_once(workdir, monkeypatch):
     assert len(series) == 8
     points = len(series[0].xs) if hasattr(series[0], "xs") else None
     assert len(seen) <= 30, f"{len(seen)} replays for 8 identical ranks (points {points})"
+
+
+@pytest.mark.parametrize("extra", [[], ["--ranks", "2", "--parallel", "tensor"], ["--json"]],
+                         ids=["single", "sharded", "json"])
+def test_estimate_past_context_exits_1_without_a_budget(extra, workdir):
+    """The verdict said PAST THE MODEL'S CONTEXT and the exit code said ok (0) when no --budget was given."""
+    r = run_main("estimate", MODEL, "--tokens", "64k", *extra)
+    assert r.code == 1 and ("PAST" in r.out or '"past_context"' in r.out), r.out[-300:]
+    assert run_main("estimate", MODEL, "--tokens", "40960", *extra).code == 0

@@ -130,7 +130,7 @@ def run_estimate(args) -> int:
         print_json(est)
     else:
         print(render_sharded(est))
-    if opts.budgets and est["fits"] is not True:
+    if est.get("past_context") or (opts.budgets and est["fits"] is not True):  # as the single-machine estimate
         return 1
     return 0
 
