@@ -1,0 +1,136 @@
+"""The monotone envelope of a request's total (``held before + prefill peak``): what the public API reports.
+
+Why an envelope: the truth is not monotone. mlx-lm's ``KVCache`` grows in 256-row steps and copies its old
+buffer when it does, so which call of a prompt copies the caches, and from how many rows, moves with the
+cached prefix's alignment: a one-token follow-up after a prefix of 256 j tokens copies every full-attention
+cache, after 256 j + 5 it does not; a 1,000-token prefix peaked ~1 MB above a 1,100-token one on MLX's CPU
+backend (tests/test_properties_live.py). Along the prompt, the last token after a full chunk holds a chunk's
+sliding rows where the last token after a shorter call holds fewer, so ``k S + 1`` new tokens can peak above
+``k S + 2``. An engine asks "does this fit?" and "how long can the prompt be?": a longer prompt or prefix that
+reports less memory makes both answers wrong. So the API reports, for a request of ``n`` new tokens in
+chunks of ``S`` after ``c`` cached, a number ``E(n, c)`` that is
+
+* never below the exact model of the request (so never below the truth where the model is not), and
+* non-decreasing in ``n`` (fixed ``c``, ``S``) and in ``c`` (fixed ``n``, ``S``).
+
+Construction (``V`` the exact total, ``U`` the fast path's upper bound ``FastPeak.total_bound``)::
+
+    P(n)    = {n} + {k S + 1, if k = (n - 1) // S >= 1} + {S, if k >= 1}      (the dominating prompt lengths)
+    E(n, 0) = max over m in P(n) of V(m, 0)
+    E(n, c) = max(E(n, 0), V(n, c), max over m in P(n) of U(m, c))          (c > 0)
+
+Why it is monotone (the argument the property tests check):
+
+* In ``n``, one block ``k`` at a time. Within a block (``n = k S + 1 + r``, ``1 <= r < S``) a longer prompt
+  has the same full-chunk calls, a shorter call of ``r + 1`` queries in place of ``r`` at the same offset,
+  and its last token one row later: every term of both grows (more queries: more rows, activations, scores;
+  later: more held, longer keys), so ``V`` and ``U`` (buckets cumulative in ``q``, ``Pieces`` cumulative in
+  the offset) do not fall. Crossing into a block ``k``: ``k S + 1`` is in ``P`` of every length of the block,
+  and it dominates every length of the blocks before: its full chunk at offset ``(k - 1) S`` is at or past
+  every earlier call's offset with at least its queries, and its last token (after a full chunk, the most
+  sliding rows) is past every earlier last token. The first block (prompts of at most a chunk, a route of
+  their own after a prefix: ``FastPeak``'s ``prev_one`` bounds) is dominated through ``S`` in ``P``.
+* In ``c``: ``U(m, c)`` is the maximum of per-call bounds each cumulative in the call's offset (``Pieces``
+  are running maxima over the offset, every capacity phase a history can leave taken at its worst:
+  ``peak.fast_lines``), and a longer prefix moves every call of the same prompt to a later offset; so
+  ``U(m, c) >= U(m, c')`` for ``c' <= c``, hence ``>= V(m, c')``. ``E(n, 0)`` is in every ``E(n, c)``.
+  (The whole-step copy that makes the truth fall off whole steps is in ``U`` at every offset: the envelope
+  charges it wherever some shorter prefix pays it.)
+
+Calibration points (no prefix, a prompt of whole chunks plus the last token: ``n = k S + 1``) are their own
+dominating point: ``E = V`` there, their est/measured unchanged.
+
+Where no fast bound exists (CUDA: graph-commit boundaries move with the length; chunked attention; a
+``bound`` basis) ``U`` is not available and ``E(n, c) = max(E(n, 0), max over P(n) of V(m, c))``: monotone in
+``n`` across blocks as above, but NOT proven in ``c`` nor within a block (CUDA's commits): said so by the
+properties' domains.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from .kernels import _TILED_VERSION
+
+Total = Callable[[int, int], int]  # (new tokens, cached) -> held before + peak, for the chunk at hand
+Upper = Callable[[int, int], "int | None"]
+
+
+def dominating_lengths(new: int, chunk: int) -> tuple[int, ...]:
+    """``P(n)``: the prompt lengths (new tokens) whose totals every shorter prompt's total is below (module
+    doc): ``n`` itself, the block's first length ``k S + 1`` and a chunk ``S``."""
+    k = (new - 1) // chunk
+    if k < 1:
+        return (new,)
+    return tuple(sorted({new, k * chunk + 1, chunk}))
+
+
+def envelope_total(new: int, chunk: int, cached: int, exact: Total, upper: Upper | None = None,
+                   exact_here: int | None = None) -> int:
+    """``E(new, cached)`` (module doc). ``exact(m, c)``: the exact total of ``m`` new tokens after ``c``
+    cached (in chunks of ``chunk``); ``upper(m, c)``: the fast path's upper bound of the same, or ``None``
+    where there is none; ``exact_here``: ``exact(new, cached)`` when the caller has it already."""
+    pts = dominating_lengths(new, chunk)
+    here = exact(new, cached) if exact_here is None else exact_here
+    base = max(exact(m, 0) if (m, cached) != (new, 0) else here for m in pts)
+    if not cached:
+        return base
+    v = max(base, here)
+    for m in pts:
+        u = upper(m, cached) if upper is not None else None
+        if u is None:
+            u = exact(m, cached) if m != new else here
+        if u > v:
+            v = u
+    return v
+
+
+def envelope_upper(new: int, chunk: int, cached: int, upper: Upper) -> int | None:
+    """An upper bound of ``envelope_total`` from fast bounds alone (``Estimator.fits``): the same maximum with
+    ``U`` in place of every ``V`` (``U >= V``). ``None`` where a bound is missing."""
+    v = None
+    for c in ((0, cached) if cached else (0,)):
+        for m in dominating_lengths(new, chunk):
+            u = upper(m, c)
+            if u is None:
+                return None
+            if v is None or u > v:
+                v = u
+    return v
+
+
+class MonotonePeak:
+    """The oMLX facade's prefill peak (over the prefix) as the envelope of ``FastPeak``'s answers: ``V`` is
+    ``FastPeak.peak`` + the prefix's cache (itself the fast path's bound, or the exact model where that is
+    all there is), ``U`` ``FastPeak.total_bound``. ``peak(n, S, c) = E(n, c) - prefix(c)``: never negative
+    (``E(n, c) >= V(n, c) >= prefix(c)``), never below the exact model, and ``prefix(c) + peak`` non-decreasing
+    in ``n`` and ``c``. Memoized per request (the facade's hot path: a dict look-up)."""
+
+    def __init__(self, fast):
+        self.fast = fast
+        self._memo: dict[tuple[int, int, int], int] = {}
+        self._gen = _TILED_VERSION[0]
+
+    def peak(self, new: int, chunk: int, cached: int = 0) -> int:
+        key = (new, chunk, cached)
+        v = self._memo.get(key)
+        if v is not None and _TILED_VERSION[0] == self._gen:
+            return v
+        if _TILED_VERSION[0] != self._gen:  # a tiled kernel was (un)registered: FastPeak recomputes too
+            self._memo.clear()
+            self._gen = _TILED_VERSION[0]
+        if new <= 0:
+            return 0
+        f = self.fast
+        prefix = f._prefix(cached, chunk) if cached else 0
+
+        def exact(m: int, c: int) -> int:
+            return f.peak(m, chunk, c) + (f._prefix(c, chunk) if c else 0)
+
+        upper = None if f.exact_only else (lambda m, c: f.total_bound(m, chunk, c))
+        v = envelope_total(new, chunk, cached, exact, upper) - prefix
+        if v < 0:
+            v = 0
+        if len(self._memo) >= 1 << 16:
+            self._memo.clear()
+        self._memo[key] = v
+        return v
