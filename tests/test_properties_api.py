@@ -263,18 +263,19 @@ def test_a_longer_prefix_off_whole_steps_never_reports_less():
             assert ts[-1] >= e.held_before_bytes + e.peak_bytes
 
 
-def test_a_two_token_prompt_no_longer_peaks_above_three():
-    """Was pinned (session 6): gpt-oss-20b on metal after a 3584-token prefix (14 whole steps), chunk 256: 2 new
-    tokens peaked 171,718,592 B, 3 only 171,243,234 B. The derived Metal bound keeps a fixed number of ops alive
-    (11 command buffers x 51 ops), and the 2-token call's sliding updates (concatenate + trim: 6 ops where the
-    1-token update's is 2) pushed part of the cache copies out of that window. The run-ahead window now counts
-    every cache update in its in-place op count (``call.run_ahead_items``): the exact model itself is monotone
-    across these points, and so is the report."""
+def test_a_three_token_prompt_reports_at_least_two():
+    """Was pinned as a counterexample (session 6): gpt-oss-20b on metal after a 3584-token prefix (14 whole steps),
+    chunk 256: the exact (derived) model peaks higher with 2 new tokens than with 3. The derived Metal bound keeps a
+    fixed number of ops alive (11 command buffers x 51 ops); a 2-token call's sliding updates concatenate (6 ops
+    where a 1-token update in place takes 2) and push part of the cache copies out of that window. The layout
+    change is at one query (a one-token call), so the envelope's dominating lengths include it (``k S + 2``, and
+    2): the report is monotone across these points and never below the exact model. (Counting every rotating
+    update in 2 ops in the run-ahead window makes the exact bound itself monotone here, but raised derived Metal
+    peaks of sliding-window models by up to 24.5% at 131k tokens -- gemma-3-1b/4b, gpt-oss: not done, see
+    peak/envelope.py.)"""
     p = est("gpt-oss-20b").profile
     exact = [prefill_peak(p, Request(3584 + n, cached=3584, chunk=256), backend="metal") for n in (1, 2, 3, 4)]
     ts = [b.held_before_bytes + b.peak_bytes for b in exact]
-    # 1 new token is one call that grows the caches AND computes the logits: above 2 in the exact model (as in
-    # mlx-lm: test_properties_peak.py::test_peak_grows_with_the_prompt); the report's envelope covers it
-    assert exact[1].peak_basis == "derived" and ts[1:] == sorted(ts[1:]) and ts[0] > ts[1], ts
+    assert exact[1].peak_basis == "derived" and ts[1] > ts[2], ts  # the exact bound: 2 new tokens above 3
     reported = [total("gpt-oss-20b", "metal", n, 256, 3584) for n in (1, 2, 3, 4)]
     assert reported == sorted(reported) and all(r >= t for r, t in zip(reported, ts)), (reported, ts)

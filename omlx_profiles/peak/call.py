@@ -3,8 +3,6 @@
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ..dtypes import DTYPE_BYTES
 from ..errors import InputError, UnsupportedError
 from ..mlxlm.recipe_files import traits_of
@@ -101,7 +99,7 @@ def call_peak(p: Profile, ci: int, s: int, offset: int, steps: dict, kr: KernelR
     if run_ahead is not None:
         # the backend's whole run-ahead window, whatever the ops' sizes (peak/basis.py): the size rule only
         # ends a command buffer / graph earlier, so the most ops in flight is (tasks + 1) x (ops per buffer + 1)
-        wmax, wterms = window_max(run_ahead_items(items), run_ahead, 1, 0, all_sums=all_sums)
+        wmax, wterms = window_max(items, run_ahead, 1, 0, all_sums=all_sums)
         w2, t2 = call_window(items, ex, s, act, all_sums)
         if w2 > wmax:
             wmax, wterms = w2, t2
@@ -125,28 +123,6 @@ def run_ahead_ops(kr: KernelRoutes) -> int | None:
     if kr.backend == "metal":
         return (10 + 1) * (50 + 1)
     return None
-
-
-#: A cache update's fewest ops: the in-place layout (two slice_updates; ``ops.attention.cache_update``).
-_UPDATE_OPS_IN_PLACE = 2
-
-
-def run_ahead_items(items: list[Item]) -> list[Item]:
-    """The items as the run-ahead window (``run_ahead_ops``) counts them: every cache update in its in-place
-    op count (2), whatever its layout, its bytes kept.
-
-    Why: the run-ahead window is a number of ops, so a call whose updates take the copy layout (6 ops: a
-    rotating cache's concatenate + trim, a growing KVCache's concatenate) fits fewer layers in it than the
-    same call with in-place updates, and its window could hold LESS than a smaller call's: gpt-oss-20b on
-    metal after a 3584-token prefix (chunk 256) peaked 0.5 MB lower with 3 new tokens (the 2-token call's
-    sliding updates concatenate) than with 2 (their 1-token updates are in place) -- a bound falling when
-    the prompt grows (issue 14 item 4). Counting an item in fewer slots only widens what every window
-    position covers (each window of the wider layout maps into one of the narrower), so the bound stays a
-    bound of the real run-ahead, and the copy layout now retains at least what the in-place one did: adding
-    a copy's ops can no longer push bytes out. The fast path's lines take their run-ahead window over the
-    same items (``fast_lines.CallModel.sample``; its upper layout was already this one, ``_contract``)."""
-    return [replace(it, ops=_UPDATE_OPS_IN_PLACE) if it.term == "kv_update_copy" and it.ops > _UPDATE_OPS_IN_PLACE
-            else it for it in items]
 
 
 def call_window(items: list, ex, s: int, act: int, all_sums: list | None = None) -> tuple[int, dict]:

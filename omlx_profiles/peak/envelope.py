@@ -15,27 +15,37 @@ chunks of ``S`` after ``c`` cached, a number ``E(n, c)`` that is
 
 Construction (``V`` the exact total, ``U`` the fast path's upper bound ``FastPeak.total_bound``)::
 
-    P(n)    = {n} + {k S + 1, if k = (n - 1) // S >= 1} + {S, if k >= 1}      (the dominating prompt lengths)
+    P(n)    = {n, 1, 2} + {k S + 1, k S + 2, S, if k = (n - 1) // S >= 1}     (the dominating prompt lengths, <= n)
     E(n, 0) = max over m in P(n) of V(m, 0)
     E(n, c) = max(E(n, 0), V(n, c), max over m in P(n) of U(m, c))          (c > 0)
 
 Why it is monotone (the argument the property tests check):
 
-* In ``n``, one block ``k`` at a time. Within a block (``n = k S + 1 + r``, ``1 <= r < S``) a longer prompt
-  has the same full-chunk calls, a shorter call of ``r + 1`` queries in place of ``r`` at the same offset,
-  and its last token one row later: every term of both grows (more queries: more rows, activations, scores;
-  later: more held, longer keys), so ``V`` and ``U`` (buckets cumulative in ``q``, ``Pieces`` cumulative in
-  the offset) do not fall. Crossing into a block ``k``: ``k S + 1`` is in ``P`` of every length of the block,
-  and it dominates every length of the blocks before: its full chunk at offset ``(k - 1) S`` is at or past
-  every earlier call's offset with at least its queries, and its last token (after a full chunk, the most
-  sliding rows) is past every earlier last token. The first block (prompts of at most a chunk, a route of
-  their own after a prefix: ``FastPeak``'s ``prev_one`` bounds) is dominated through ``S`` in ``P``.
+* In ``n``, one block ``k`` at a time. Within a block (``n = k S + 1 + r``, ``2 <= r < S``) a longer prompt
+  has the same full-chunk calls, a shorter call of ``r + 1`` queries in place of ``r`` at the same offset, in
+  the same layout (a RotatingKVCache concatenates every multi-token update; a KVCache grows when the rows
+  pass its capacity, which more queries only bring earlier), and its last token one row later: every term of
+  both grows (more queries: more rows, activations, scores; later: more held, longer keys), so ``V`` and ``U``
+  (buckets cumulative in ``q``, ``Pieces`` cumulative in the offset) do not fall. What the layout changes is
+  in ``P``: ``r = 0`` (``k S + 1``, the last token after a full chunk, which holds a chunk's sliding rows) and
+  ``r = 1`` (``k S + 2``: a one-token shorter call updates its rotating caches in place, 2 ops where a
+  longer one's concatenate takes 6, and the derived Metal bound's run-ahead window, a number of ops, then
+  holds more of the call: gpt-oss-20b metal after 3584 cached, chunk 256, 2 new tokens 0.5 MB above 3;
+  counting every rotating update in 2 ops in that window would make the bound itself monotone there, but it
+  raised derived Metal peaks of sliding-window models by up to 24.5% at 131k tokens -- not done).
+  Crossing into block ``k``: ``k S + 1`` dominates every length of the blocks before (its full chunk at
+  offset ``(k - 1) S`` is at or past every earlier call's offset with at least its queries; its last token,
+  after a full chunk, is past every earlier last token), and ``S`` the first block (prompts of at most a chunk:
+  after a prefix a route of their own, ``FastPeak``'s ``prev_one`` bounds), with ``1`` and ``2`` in ``P``.
 * In ``c``: ``U(m, c)`` is the maximum of per-call bounds each cumulative in the call's offset (``Pieces``
   are running maxima over the offset, every capacity phase a history can leave taken at its worst:
   ``peak.fast_lines``), and a longer prefix moves every call of the same prompt to a later offset; so
   ``U(m, c) >= U(m, c')`` for ``c' <= c``, hence ``>= V(m, c')``. ``E(n, 0)`` is in every ``E(n, c)``.
   (The whole-step copy that makes the truth fall off whole steps is in ``U`` at every offset: the envelope
-  charges it wherever some shorter prefix pays it.)
+  charges it wherever some shorter prefix pays it. It is also what oMLX's follow-ups pay at EVERY prefix: its
+  paged prefix cache rebuilds a KVCache from blocks concatenated to exactly the cached rows, so the first call
+  after a restore always grows the buffer and copies it -- omlx/cache/type_handlers.py,
+  ``KVCacheHandler.concatenate_states`` / ``reconstruct_cache``.)
 
 Calibration points (no prefix, a prompt of whole chunks plus the last token: ``n = k S + 1``) are their own
 dominating point: ``E = V`` there, their est/measured unchanged.
@@ -57,11 +67,14 @@ Upper = Callable[[int, int], "int | None"]
 
 def dominating_lengths(new: int, chunk: int) -> tuple[int, ...]:
     """``P(n)``: the prompt lengths (new tokens) whose totals every shorter prompt's total is below (module
-    doc): ``n`` itself, the block's first length ``k S + 1`` and a chunk ``S``."""
+    doc): ``n`` itself; one and two tokens (a single call that grows and computes the logits; two one-token
+    calls); and from the second block on, the block's first two lengths ``k S + 1`` (the last token after a full
+    chunk) and ``k S + 2`` (a one-token shorter call: its rotating updates in place) and a chunk ``S``."""
+    pts = {new} | {m for m in (1, 2) if m <= new}
     k = (new - 1) // chunk
-    if k < 1:
-        return (new,)
-    return tuple(sorted({new, k * chunk + 1, chunk}))
+    if k >= 1:
+        pts.update(m for m in (k * chunk + 1, k * chunk + 2, chunk) if m <= new)
+    return tuple(sorted(pts))
 
 
 def envelope_total(new: int, chunk: int, cached: int, exact: Total, upper: Upper | None = None,

@@ -35,7 +35,7 @@ from ..registry.profile import Profile
 from . import executor
 from .ops.items import EntryStep
 from .ops.recurrent import state_snapshot_bytes
-from .call import call_window, items_of_call, pinned_bytes, run_ahead_items, run_ahead_ops
+from .call import call_window, items_of_call, pinned_bytes, run_ahead_ops
 from .replay import KV_SCALED_KINDS, scale_up
 
 from .fast_pieces import FAR, GROWING, INF, Pieces, _hull, _monotone, cycle_reach, reach  # noqa: F401
@@ -284,7 +284,7 @@ class CallModel:
         if self.worst:
             run_ahead = run_ahead_ops(self.routes)
             if run_ahead is not None:
-                executor.window_max(run_ahead_items(items), run_ahead, 1, 0, all_sums=all_sums)
+                executor.window_max(items, run_ahead, 1, 0, all_sums=all_sums)
         call_window(items, self.routes.executor, q, self.act, all_sums)
         pinned = sum(pinned_bytes(self.p, steps, q, self.act).values())
         return [{pos: v + pinned for pos, v in s.items()} for s in all_sums], hold, add
