@@ -1,7 +1,7 @@
 """The package's layers hold: import-linter's contracts in pyproject.toml ([tool.importlinter]).
 
 * layers: cli | compat > sharding | hub > estimate | live > peak > kv > extraction > mlxlm > registry >
-  schema > units | dtypes | validation | files | outputs | quantization | versions > errors; a module
+  schema > units | dtypes | validation | outputs | quantization | versions > files > errors; a module
   imports only from layers below its own (README "Architecture");
 * forbidden: nothing outside ``live/`` imports mlx, mlx_lm, matplotlib or transformers directly; the
   documented exceptions (chart's matplotlib, calibrate's and the oMLX facade's lazy mlx) are listed in

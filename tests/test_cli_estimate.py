@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -154,17 +155,37 @@ def test_estimate_imports_nothing_heavy():
     assert r.stdout.strip().splitlines()[-1] == "HEAVY []"
 
 
-def test_estimate_wall_time_is_reported():
-    """Not a pass/fail timing (CI machines vary): runs the command 5 times and prints the median, which
-    the README quotes; fails only if something is pathologically slow (> 3 s)."""
-    env = dict(os.environ)
-    subprocess.run([sys.executable, *ESTIMATE], capture_output=True, cwd=REPO, env=env)  # warm caches
-    times = []
+def _child_cpu_seconds(argv: list[str]) -> tuple[float, float, int]:
+    """(CPU seconds the child used, user + system; its wall seconds; its exit code). CPU time is what the
+    command costs whatever else the machine runs: a loaded CI host stretches the wall time, not this."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, *argv], capture_output=True, cwd=REPO)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall, r.returncode
+
+
+def test_the_cpu_gauge_sees_work():
+    """The gauge below is not blind: a child that spins for 0.3 s of CPU reads at least 0.2 s."""
+    cpu, _, code = _child_cpu_seconds(["-c", "import time\nt = time.process_time()\n"
+                                             "while time.process_time() - t < 0.3: pass"])
+    assert code == 0 and cpu >= 0.2, cpu
+
+
+def test_estimate_cost_is_bounded():
+    """The README quotes the wall median (printed here). The pass/fail bound is on CPU seconds (start-up,
+    imports, the estimate), not wall time: on a CI host shared by other jobs the wall time measures the
+    machine, and a 3 s wall limit failed under load with the command unchanged. Median of 5 runs < 3 s of
+    CPU: only a pathological slowdown (an mlx import, a replay of every chunk) fails."""
+    _child_cpu_seconds(ESTIMATE)  # warm the file caches
+    cpus, walls = [], []
     for _ in range(5):
-        t = time.perf_counter()
-        r = subprocess.run([sys.executable, *ESTIMATE], capture_output=True, cwd=REPO, env=env)
-        times.append(time.perf_counter() - t)
-        assert r.returncode == 0
-    med = statistics.median(times)
-    print(f"estimate wall median {med:.3f} s over 5 runs")
-    assert med < 3.0
+        cpu, wall, code = _child_cpu_seconds(ESTIMATE)
+        assert code == 0
+        cpus.append(cpu)
+        walls.append(wall)
+    cpu, wall = statistics.median(cpus), statistics.median(walls)
+    print(f"estimate median over 5 runs: wall {wall:.3f} s, CPU {cpu:.3f} s")
+    assert cpu < 3.0, f"estimate used {cpu:.2f} s of CPU (median of 5 runs; wall {wall:.2f} s)"

@@ -32,8 +32,8 @@ from mlx_lm.models.cache import make_prompt_cache  # noqa: E402
 
 from omlx_profiles.extraction.from_config import profile_from_config  # noqa: E402
 from omlx_profiles.live.from_model import profile_from_model  # noqa: E402
-from omlx_profiles.mlxlm.facts import ARCHITECTURE_REMAPPING, MODEL_REMAPPING, SPECS  # noqa: E402
-from omlx_profiles.mlxlm.recipes import recipes  # noqa: E402
+from omlx_profiles.mlxlm.facts import ARCHITECTURE_REMAPPING, MODEL_REMAPPING  # noqa: E402
+from omlx_profiles.mlxlm.recipes import live_config, module_files, recipes  # noqa: E402
 from omlx_profiles.kv.bytes import kv_report  # noqa: E402
 from omlx_profiles.live.build import build_model, shrink_config  # noqa: E402
 from omlx_profiles.live.probe import run_schedule  # noqa: E402
@@ -98,17 +98,62 @@ def test_remapping_tables_match_mlx_lm():
     assert ARCHITECTURE_REMAPPING == u.MODEL_ARCHITECTURE_REMAPPING
 
 
-@pytest.mark.parametrize("key", sorted(SPECS))
-def test_args_specs_match_mlx_lm(key):
-    module, _, cls = key.partition(".")
-    mod = importlib.import_module(f"mlx_lm.models.{module}")
-    args = getattr(mod, cls or "ModelArgs")
-    fields = {f.name: f for f in dataclasses.fields(args)}
-    required = {n for n, f in fields.items()
+@pytest.mark.parametrize("mt,arch", sorted(ARCHITECTURE_REMAPPING))
+def test_architecture_remapping_picks_mlx_lms_module(mt, arch):
+    """index.yaml's architecture_remapping, as extraction applies it, picks the module mlx-lm imports."""
+    from mlx_lm.utils import _get_classes
+
+    from omlx_profiles.mlxlm.config import module_for
+
+    cfg = {"model_type": mt, "architectures": ["SomethingElse", arch]}
+    model_cls, _ = _get_classes(cfg)
+    assert module_for(cfg, "config.json") == (mt, model_cls.__module__.rsplit(".", 1)[-1])
+    assert module_for({"model_type": mt}, "config.json")[1] != module_for(cfg, "config.json")[1]
+
+
+TEXT_BY = sorted(m for m, f in module_files().items() if f.text_by is not None)
+
+
+@pytest.mark.parametrize("module", TEXT_BY)
+def test_text_by_args_match_mlx_lm(module):
+    """A ``text_by`` wrapper's args class requires what the file says and its ``__post_init__`` fills exactly
+    ``defaults`` into an empty text config (mistral3: tie_word_embeddings False)."""
+    tb = module_files()[module].text_by
+    mod_name, _, cls = tb.args_class.rpartition(".")
+    args = getattr(importlib.import_module(f"mlx_lm.models.{mod_name}"), cls)
+    required = {f.name for f in dataclasses.fields(args)
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
-    assert SPECS[key].required == required
-    for k, v in SPECS[key].defaults.items():
-        assert k in fields and fields[k].default == v, f"{key}.{k}: mlx-lm default {fields[k].default!r}, copied {v!r}"
+    assert required == set(tb.wrapper_required)
+    assert getattr(args.from_dict({"model_type": module, tb.key: {}}), tb.key) == tb.defaults
+
+
+def _text_by_cases() -> list[tuple[str, str, str, str]]:
+    """(wrapper module, top-level model_type, text model_type, the module text_by picks): every listed text
+    type, and one it does not list (the default); the remapped alias (llava) for the default case."""
+    out = []
+    for m in TEXT_BY:
+        tb = module_files()[m].text_by
+        alias = sorted(t for t, x in MODEL_REMAPPING.items() if x == m)
+        out += [(m, m, t, inner) for t, inner in sorted(tb.modules.items())]
+        out.append((m, alias[0] if alias else m, "a-type-it-does-not-list", tb.default))
+    return out
+
+
+@pytest.mark.parametrize("wrapper,top_type,text_type,inner", _text_by_cases())
+def test_text_by_wrapper_equals_live(wrapper, top_type, text_type, inner):
+    """The wrapper's language model, extracted through ``text_by`` (profiles/mlx_lm/<wrapper>.yaml), holds what
+    the live mlx-lm wrapper holds, per layer. The inner recipes' live configs have sliding layers (window 128):
+    a wrong ``make_cache`` or a wrong module for the text type is a wrong byte count at 300 tokens."""
+    tb = module_files()[wrapper].text_by
+    cfg = {"model_type": top_type, tb.key: dict(live_config(recipes()[inner]), model_type=text_type)}
+    model, dt = _build(cfg)
+    assert type(model.layers[0]).__module__ == f"mlx_lm.models.{inner}"
+    prof = profile_from_config(cfg, dtype=dt)
+    for n, chunk in ((1, 256), (300, 128)):
+        cache = lazy_generate(model, n, chunk)
+        if not tb.make_cache:
+            assert {type(c).__name__ for c in cache} == {"KVCache"}
+        assert [l.nbytes for l in kv_report(prof, n, chunk=chunk).layers] == [_nbytes(c) for c in cache], (n, chunk)
 
 
 @pytest.mark.parametrize("module", sorted(m for m, r in recipes().items() if r.text is None))

@@ -18,17 +18,6 @@ PACKAGE = ROOT / "omlx_profiles"
 
 #: path under omlx_profiles/ -> (most name literals allowed, why they are still Python)
 ALLOWED: dict[str, tuple[int, str]] = {
-    "mlxlm/facts.py": (4, "mlx-lm's MODEL_ARCHITECTURE_REMAPPING (drift-tested) and the args classes of the "
-                          "mistral3 wrapper and the nemotron_h rule"),
-    "mlxlm/to_layers.py": (3, "the hand-written rule not yet expressible as a recipe (nemotron_h: its pattern "
-                              "string with block-list fallbacks, written back as a layer string) and the wrapper list"),
-    "extraction/from_config.py": (6, "the mistral3 wrapper reader (it dispatches on the text model_type and, having "
-                                     "no make_cache, turns sliding layers full)"),
-    "live/_resolve.py": (9, "the mistral3 wrapper (inner args and text family by text model_type), nemotron_h's "
-                            "layer kinds (no recipe: its hand-written rule) and mlx-lm's lfm2-vl file-name quirk; "
-                            "every other family reads its layout and text args class from its module file"),
-    "mlxlm/coverage.py": (3, "the lfm2-vl quirk (mlx-lm's module file is lfm2-vl.py, its model_type lfm2_vl "
-                             "cannot load) and a named live route for gemma3_text"),
     "compat/uniform.py": (1, "the oMLX facade's uniform profile is llama-shaped: it names the module whose op "
                              "list (no compute traits) its peak uses"),
 }

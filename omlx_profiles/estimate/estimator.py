@@ -11,7 +11,7 @@ from dataclasses import replace
 from ..errors import InputError, OmlxProfilesError
 from ..kv.bytes import KVQuant, KVReport, kv_report
 from ..kv.replay import STEP  # mlx-lm KVCache allocation step: max_tokens searches on it first
-from ..peak.envelope import envelope_total, envelope_upper
+from ..peak.envelope import envelope_bounds, envelope_total
 from ..peak.prefill import Breakdown, Request, Verdict, prefill_peak
 from ..peak.kernels import KernelRoutes
 from ..registry.profile import Profile, past_context
@@ -132,8 +132,10 @@ class Estimator:
         An engine calls this per request, so it costs microseconds for any prompt length: per-profile
         bounds (``peak.fast.FastPeak``: piecewise lines per chunk size, built once; the upper never below
         the exact total, the lower never above it) decide every request whose budget is not between the
-        two; only such a request replays the prompt (milliseconds, memoized per request). CUDA replays
-        (no line holds there). The verdict is the exact one, but for one documented margin: where the budget
+        two; only such a request replays the prompt (milliseconds, memoized per request). On CUDA (no
+        line holds: graph commits move with the length) a prompt without a prefix is decided from
+        ``peak.fast_cuda.CudaFit`` (the full chunk calls exact, the shorter call and the last token bounded per
+        bucket; between the bounds only those two calls are replayed); after a prefix it replays. The verdict is the exact one, but for one documented margin: where the budget
         falls between bounds at most ``fit_margin`` apart (64 KiB, or 1/65,536 of the total where more), the
         answer is "does not fit" (``margin`` True) without a replay, so a request whose exact total is within
         that margin under the usable budget may be refused; "fits" is never said of a request the exact replay refuses. Its totals and breakdown are
@@ -152,17 +154,32 @@ class Estimator:
         if fp is not None:
             new, chunk, cached = request.new_tokens, request.chunk, request.cached
             try:
-                hi = envelope_upper(new, chunk, cached, lambda m, c: fp.total_bound(m, chunk, c))
-                if hi is not None:
+                b = envelope_bounds(new, chunk, cached, fp)
+                if b is not None:
+                    lo, hi = b
                     if w + hi <= usable:
                         return _LazyVerdict(self, key, budget, res, usable, w, given)
-                    lo = fp.total_lower(new, chunk, cached)
                     if lo is not None and w + lo > usable:
                         return _LazyVerdict(self, key, budget, res, usable, w, given, fits=False)
                     if lo is not None and hi - lo <= fit_margin(hi):  # the exact total is that close to usable
                         return _LazyVerdict(self, key, budget, res, usable, w, given, fits=False, margin=True)
             except (OmlxProfilesError, ArithmeticError):
                 pass
+        else:
+            cf = self._cuda_fit(request, backend, mlx_version, dtype, nax)
+            if cf is not None:  # CUDA without a prefix (peak.fast_cuda): the same decision, else 2 calls replayed
+                try:
+                    lo, hi = cf.bounds(request.new_tokens)
+                    if hi is not None and w + hi <= usable:
+                        return _LazyVerdict(self, key, budget, res, usable, w, given)
+                    if w + lo > usable:
+                        return _LazyVerdict(self, key, budget, res, usable, w, given, fits=False)
+                    if hi is not None and hi - lo <= fit_margin(hi):
+                        return _LazyVerdict(self, key, budget, res, usable, w, given, fits=False, margin=True)
+                    return _LazyVerdict(self, key, budget, res, usable, w, given,
+                                        fits=w + cf.exact(request.new_tokens) <= usable)
+                except (OmlxProfilesError, ArithmeticError):
+                    pass
         bd = self._breakdown(key)
         return _LazyVerdict(self, key, budget, res, usable, w, given,
                             fits=w + bd.held_before_bytes + bd.peak_bytes <= usable)
@@ -171,12 +188,21 @@ class Estimator:
                 dtype: str | None = None, nax: bool = False) -> bool:
         """Build every per-profile bound ``fits`` decides from for this chunk size and backend now (seconds,
         once), so that no request pays for it (an engine's start-up); otherwise they are built by the first
-        requests that need them. False where ``fits`` replays every request (CUDA, a profile the bounds do
+        requests that need them. On CUDA (``peak.fast_cuda``): every full chunk call up to the model's context
+        and the bucket bounds at each offset (about 1-2 s per 16 offsets for an 8B model; a profile without
+        ``max_context`` builds on demand). False where ``fits`` replays every request (a profile the bounds do
         not cover)."""
         check_count("chunk", chunk, minimum=1)
         fp = self._fast_peak(Request(2, chunk=chunk), backend, mlx_version, dtype, nax)
         if fp is None:
-            return False
+            cf = self._cuda_fit(Request(2, chunk=chunk), backend, mlx_version, dtype, nax)
+            if cf is None:
+                return False
+            try:
+                cf.prepare()
+            except (OmlxProfilesError, ArithmeticError):
+                return False
+            return True
         try:
             fp.prepare(chunk)
         except (OmlxProfilesError, ArithmeticError):
@@ -216,17 +242,39 @@ class Estimator:
             self._fast[fkey] = fp
         return fp or None
 
+    def _cuda_fit(self, request: Request, backend: str, mlx_version, dtype, nax):
+        """The CUDA bounds of prompts without a prefix (``peak.fast_cuda.CudaFit``) per chunk size, or ``None``
+        (another backend or schedule, a cached prefix, a peak reported unknown: ``fits`` replays)."""
+        if not USE_FAST_BOUND or request.schedule != "generate" or request.cached:
+            return None
+        ckey = ("cuda-fit", backend, mlx_version, dtype, nax, request.chunk)
+        cf = self._fast.get(ckey)
+        if cf is None:
+            try:
+                from ..peak.fast_cuda import cuda_fit_for
+
+                cf = cuda_fit_for(self.profile, backend, mlx_version, dtype, nax, request.chunk) or False
+            except OmlxProfilesError:
+                cf = False
+            self._fast[ckey] = cf
+        return cf or None
+
     def _bounds(self, request: Request, backend: str, mlx_version, dtype, nax) -> tuple[int | None, int] | None:
-        """(lower or ``None``, upper) bounds of ``held before + peak`` that ``fits`` decides from, or ``None``."""
+        """(lower or ``None``, upper) bounds of the reported ``held before + peak`` (the exact replay's monotone
+        envelope, ``peak.envelope``) that ``fits`` decides from, or ``None``."""
         fp = self._fast_peak(request, backend, mlx_version, dtype, nax)
         if fp is None:
-            return None
+            cf = self._cuda_fit(request, backend, mlx_version, dtype, nax)
+            if cf is None:
+                return None
+            try:
+                lo, hi = cf.bounds(request.new_tokens)
+            except (OmlxProfilesError, ArithmeticError):
+                return None
+            return None if hi is None else (lo, hi)
         new, chunk, cached = request.new_tokens, request.chunk, request.cached
         try:
-            hi = envelope_upper(new, chunk, cached, lambda m, c: fp.total_bound(m, chunk, c))
-            if hi is None:
-                return None
-            return fp.total_lower(new, chunk, cached), hi
+            return envelope_bounds(new, chunk, cached, fp)
         except (OmlxProfilesError, ArithmeticError):
             return None
 

@@ -30,15 +30,16 @@ from pydantic import ValidationError
 from ..errors import InputError, UnsupportedError
 from ..files import user_path
 from ..mlxlm.config import (LoadedConfig, Reader, load_config, module_for, read_dtype, read_quantization,
-                                shown, spec, text_config_key)
+                                shown, text_config_key)
 from ..mlxlm.fold import build_layers
-from ..mlxlm.facts import MLX_LM_VERSION, SPECS
-from ..mlxlm.recipes import reader_for, recipe, recipe_rule, wrapper_injections
-from ..mlxlm.to_layers import RULES, WRAPPERS, Ctx, Draft, rule_llama_like, _info
+from ..mlxlm.facts import MLX_LM_VERSION, MODEL_REMAPPING
+from ..mlxlm.recipes import module_files, reader_for, recipe, recipe_rule, wrapper_injections
+from ..mlxlm.to_layers import Ctx, Draft, _info
 from ..mlxlm.support import unsupported_reason
 from ..registry.profile import Profile
 from ..registry.index import Registry, Resolution
 from ..schema.family import CompleteVariant
+from ..schema.module import TextByType
 
 DEFAULT_ASSUMED_DTYPE = "bf16"
 
@@ -115,33 +116,44 @@ def _hf_id(value: str | None) -> str | None:
 # --------------------------------------------------------------------------------------------------
 
 
+def _text_by_reader(top: dict, module: str, tb: TextByType, model_type: str,
+                    label: str) -> tuple[Reader, Any, str | None, list[str]]:
+    """A wrapper that builds its language model by the text config's model_type (``text_by`` in the module's
+    file): the chosen module's recipe reads the text config, after the wrapper's ``__post_init__`` defaults."""
+    tc = top.get(tb.key)
+    if tc is None:
+        raise UnsupportedError(f"unsupported: model_type {shown(model_type)}: {label} has no {tb.key}, which "
+                               f"mlx-lm's {tb.args_class} requires")
+    if not isinstance(tc, dict):
+        raise InputError(f"{label}: {tb.key} must be an object, got {type(tc).__name__}")
+    missing = sorted(k for k in tb.wrapper_required if k not in top)
+    if missing:
+        raise UnsupportedError(f"unsupported: model_type {shown(model_type)}: {label} lacks {missing}, which mlx-lm's "
+                               f"{tb.args_class} requires")
+    tmt = tc.get("model_type") if isinstance(tc.get("model_type"), str) else None
+    inner = tb.module_for(tmt)
+    rec = recipe(inner)
+    if rec is None:
+        raise UnsupportedError(unsupported_reason(tmt or inner, inner))
+    inj = {k: (v, f"{tb.args_class}.__post_init__ ({k} = {v!r})") for k, v in tb.defaults.items() if k not in tc}
+    notes = []
+    if not tb.make_cache:
+        also = ", ".join(sorted(t for t, m in MODEL_REMAPPING.items() if m == module))
+        lt = rec.layout.layer_types
+        marks = f"{tb.key}.{lt.key}" if lt is not None else tb.key
+        notes.append(f"{module} wrapper{f' (also {also})' if also else ''}: mlx-lm's {module}.py defines no "
+                     f"make_cache, so every text layer gets an unbounded KVCache, even layers {marks} marks sliding")
+    rule = recipe_rule(rec, no_make_cache=None if tb.make_cache else f"{module}.py")
+    return reader_for(rec, tc, label=label, prefix=f"{tb.key}.", injected=inj), rule, tmt or inner, notes
+
+
 def _text_reader(top: dict, module: str, model_type: str, label: str) -> tuple[Reader, Any, str | None, list[str]]:
     """(reader of the language model's config, the rule to apply, its model_type, notes) for ``module``."""
     notes: list[str] = []
-    if module in WRAPPERS:
-        SPECS_W = spec(module)
-        key = "text_config"
-        tc = top.get(key)
-        if tc is None:
-            raise UnsupportedError(f"unsupported: model_type {shown(model_type)}: {label} has no text_config, which "
-                                   f"mlx-lm's {SPECS_W.cls} requires")
-        if not isinstance(tc, dict):
-            raise InputError(f"{label}: text_config must be an object, got {type(tc).__name__}")
-        prefix = "text_config."
-        tmt = tc.get("model_type") if isinstance(tc.get("model_type"), str) else None
-        if module == "mistral3":
-            inj = {}
-            if "tie_word_embeddings" not in tc:
-                inj["tie_word_embeddings"] = (False, "mistral3.ModelArgs.__post_init__ (tie_word_embeddings = False)")
-            notes.append("mistral3 wrapper (also llava): mlx-lm's mistral3.py defines no make_cache, so every text "
-                         "layer gets an unbounded KVCache, even layers text_config.layer_types marks sliding")
-            if tmt == "mistral4":
-                inner = recipe("mistral4")
-                return reader_for(inner, tc, label=label, prefix=prefix, injected=inj), recipe_rule(inner), tmt, notes
-            inner = "ministral3" if tmt == "ministral3" else "llama"
-            r = reader_for(recipe(inner), tc, label=label, prefix=prefix, injected=inj)
-            return r, (lambda c: rule_llama_like(c, honour_sliding=False, who="mistral3.py")), tmt or inner, notes
-    rec = recipe(module) if module not in RULES and module not in WRAPPERS else None
+    f = module_files().get(module)
+    if f is not None and f.text_by is not None:
+        return _text_by_reader(top, module, f.text_by, model_type, label)
+    rec = recipe(module)
     if rec is not None:  # a module recipe (profiles/mlx_lm/<module>.yaml): data, no Python per module
         if rec.text is None:
             key = text_config_key(top)
@@ -162,11 +174,6 @@ def _text_reader(top: dict, module: str, model_type: str, label: str) -> tuple[R
         tmt = tc.get("model_type") if isinstance(tc.get("model_type"), str) and tc is not top else None
         data, inj = wrapper_injections(rec, top, tc)
         return reader_for(rec, data, label=label, prefix=prefix, injected=inj), recipe_rule(rec), tmt, notes
-    if module in RULES and module in SPECS:
-        key = text_config_key(top)
-        if key:
-            notes.append(f"{label}: has a {key}, but mlx-lm's {module}.py reads the top-level keys; so does this")
-        return Reader(top, label=label, prefix="", spec=spec(module), module=module), RULES[module], None, notes
     raise UnsupportedError(unsupported_reason(model_type, module))
 
 
@@ -194,11 +201,6 @@ def _extract_config(config: Any, *, source: str, name: str | None, name_hint: st
     top = copy.deepcopy(config)
     model_type, module = module_for(top, source)
     r, rule, text_mt, notes = _text_reader(top, module, model_type, source)
-    if module in WRAPPERS:
-        missing = sorted(k for k in SPECS[module].required if k not in top and not (k == "text_config" and r.data is top))
-        if missing:
-            raise UnsupportedError(f"unsupported: model_type {shown(model_type)}: {source} lacks {missing}, which mlx-lm's "
-                                   f"{SPECS[module].cls} requires")
     r.check_required()
     d = Draft(text_model_type=text_mt)
     d.notes.extend(notes)

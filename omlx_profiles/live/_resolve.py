@@ -26,19 +26,20 @@ from ..mlxlm.recipes import reader_for, recipes
 #: Keys under which multimodal wrappers keep the language model's config.
 WRAPPER_KEYS = ("text_config", "language_config", "llm_config")
 
-#: model_type values whose mlx-lm module name differs from the model_type and that
-#: ``mlx_lm.utils._get_classes`` cannot import. mlx-lm 0.32.2 ships ``lfm2-vl.py`` (dash)
-#: but LFM2-VL checkpoints say ``"model_type": "lfm2_vl"`` (underscore), so ``mlx_lm.load``
-#: raises "Model type lfm2_vl not supported." The harness maps it so the text stack can
-#: still be measured; callers are told through ``BuildInfo.module``.
-HARNESS_REMAP = {"lfm2_vl": "lfm2-vl"}
+
+def harness_remap() -> dict[str, str]:
+    """model_type -> mlx-lm module for checkpoints ``mlx_lm.utils._get_classes`` cannot import: a module file's
+    ``checkpoint_model_type`` (mlx-lm 0.32.2 ships ``lfm2-vl.py``, LFM2-VL checkpoints say ``lfm2_vl``, so
+    ``mlx_lm.load`` raises "Model type lfm2_vl not supported"). The harness maps them so the text stack can
+    still be measured; callers are told through ``BuildInfo.module``."""
+    return {f.checkpoint_model_type: m for m, f in module_files().items() if f.checkpoint_model_type}
 
 
 def get_classes(config: dict) -> tuple[type, type, str]:
-    """Return (Model, ModelArgs, module name) the way mlx-lm picks them, plus HARNESS_REMAP."""
+    """Return (Model, ModelArgs, module name) the way mlx-lm picks them, plus ``harness_remap()``."""
     model_type = config["model_type"]
-    if model_type in HARNESS_REMAP:
-        name = HARNESS_REMAP[model_type]
+    name = harness_remap().get(model_type)
+    if name is not None:
         arch = importlib.import_module(f"mlx_lm.models.{name}")
         return arch.Model, arch.ModelArgs, name
     model_cls, args_cls = _get_classes(config)
@@ -57,28 +58,27 @@ def text_dict(config: dict) -> dict:
     return config
 
 
-def _text_args_class(module: str) -> str | None:
-    """``'pkg.Class'`` of the args class a wrapper module hands its text config to, from the module's file
-    (``profiles/mlx_lm/<module>.yaml``: ``args.class`` of its recipe or of the recipe it wraps); None when the
-    file has no text recipe."""
+def _text_module(module: str, text_model_type: str | None) -> str | None:
+    """The module whose recipe reads a wrapper's text config, from the wrapper's file
+    (``profiles/mlx_lm/<module>.yaml``): ``text_by`` (picked by the text model_type: mistral3), else the text
+    recipe it wraps (``args.class``'s module: gemma3 -> gemma3_text); None when the file has neither."""
     f = module_files().get(module)
-    if f is None or f.text is None or f.args is None:
+    if f is None:
         return None
-    return f.args.cls
+    if f.text_by is not None:
+        return f.text_by.module_for(text_model_type)
+    if f.text is None or f.args is None:
+        return None
+    return f.args.cls.split(".", 1)[0]
 
 
 def _inner_args_class(module: str, text_model_type: str | None):
-    """The args class a wrapper module hands its text_config to."""
-    if module == "mistral3":  # picks its inner module by the text model_type (hand-written wrapper)
-        from mlx_lm.models import llama, ministral3, mistral4
-
-        return {"ministral3": ministral3.ModelArgs, "mistral4": mistral4.ModelArgs}.get(
-            text_model_type, llama.ModelArgs
-        )
-    cls = _text_args_class(module)
-    if cls is None:
+    """The args class a wrapper module hands its text_config to (its text module's ``args.class``)."""
+    text = _text_module(module, text_model_type)
+    f = module_files().get(text) if text is not None else None
+    if f is None or f.args is None:
         return None
-    pkg, name = cls.rsplit(".", 1)
+    pkg, name = f.args.cls.rsplit(".", 1)
     return getattr(importlib.import_module(f"mlx_lm.models.{pkg}"), name)
 
 
@@ -100,7 +100,8 @@ def text_args(config: dict) -> Any:
     inner_cls = _inner_args_class(module, tc.get("model_type"))
     if inner_cls is None:
         raise ValueError(
-            f"no text-args resolver for wrapper module {module!r}; add it to _inner_args_class"
+            f"no text-args resolver for wrapper module {module!r}: profiles/mlx_lm/{module}.yaml names no text "
+            "recipe (text / text_by)"
         )
     return inner_cls.from_dict(tc)
 
@@ -115,11 +116,9 @@ def text_family(config: dict) -> str:
     inner = text_dict(config)
     if inner is config:
         return module
-    if module == "mistral3":
-        mt = inner.get("model_type")
-        return mt if mt in ("ministral3", "mistral4") else "llama"
-    cls = _text_args_class(module)  # the text stack is the module of its args class (gemma3 -> gemma3_text)
-    return cls.split(".", 1)[0] if cls is not None else module
+    mt = inner.get("model_type")
+    text = _text_module(module, mt if isinstance(mt, str) else None)
+    return text if text is not None else module
 
 
 def layer_kinds(config: dict) -> list[str]:
@@ -129,8 +128,8 @@ def layer_kinds(config: dict) -> list[str]:
     *effective* args, so a defaulted pattern counts) with the recipe's kind names (``full``, ``sliding``,
     ``linear``, ``conv``, ...). This is the layer *pattern* (what ``shrink_config(layers=...)`` must keep),
     not the cache class: the mistral3 wrapper, for instance, still builds sliding layers (masks) but gives
-    them KVCache. nemotron_h (no recipe: its hand-written rule) reads ``hybrid_override_pattern``, whose
-    MLP and MoE characters are distinct kinds here (the prefix must keep both).
+    them KVCache. nemotron_h's kinds are the characters of ``hybrid_override_pattern`` (its MLP and MoE blocks
+    are distinct kinds, so a prefix keeps both).
     """
     family = text_family(config)
     a = text_args(config)
@@ -139,9 +138,6 @@ def layer_kinds(config: dict) -> list[str]:
     if rec is not None:
         data = {f.name: getattr(a, f.name) for f in dataclasses.fields(a)} if dataclasses.is_dataclass(a) else vars(a)
         return layer_kind_names(rec, reader_for(rec, data, label=f"mlx-lm {family} args"))[0]
-    if family == "nemotron_h":
-        chars = {"M": "state", "*": "full", "-": "mlp", "E": "moe"}
-        return [chars[c] for c in a.hybrid_override_pattern]
     return ["full"] * n
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from ..dtypes import normalize_dtype
 from ..errors import InputError, UnsupportedError
 from ..schema.family import MAX_LAYERS
-from .facts import ARCHITECTURE_REMAPPING, MLX_LM_VERSION, MODEL_REMAPPING, SPECS, WRAPPER_KEYS, ArgsSpec
+from .facts import ARCHITECTURE_REMAPPING, MLX_LM_VERSION, MODEL_REMAPPING, WRAPPER_KEYS, ArgsSpec
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 #: Every integer this package reads from a config is a count or a dimension of an MLX array, and MLX
@@ -301,10 +301,6 @@ class Reader:
             raise InputError(f"{self.label}: {self.prefix}{key} must be true or false, got {shown(v)}")
         self.used[key] = self.where(key)
         return v
-
-
-def spec(name: str) -> ArgsSpec:
-    return SPECS[name]
 
 
 def read_dtype(top: dict, text: dict | None, label: str, text_prefix: str) -> tuple[str | None, str]:

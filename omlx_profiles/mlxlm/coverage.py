@@ -8,8 +8,7 @@ remaps onto one (``REMAPPING``) gets one row and one status:
   keeps equal to its run); or a registry variant is built by this module (``mlx_model_type``), so
   ``tests/test_kv_live.py`` compares its estimate with the live mlx-lm model, per layer (every
   variant is in that test); or, for a model_type no variant uses directly, the family that claims it
-  is verified through the module mlx-lm really builds (``mistral`` -> llama.py) or through a named
-  live test (``LIVE_ROUTES``).
+  is verified through the module mlx-lm really builds (``mistral`` -> llama.py).
 * **unsupported** - the layout cannot be expressed by the profile schema, or cannot be verified live
   here; the reason says which (``unsupported:`` in the module's file).
 * **not yet** - no profile; the row says what cache layout a profile would have to declare.
@@ -25,11 +24,6 @@ from .model_types import MLXLM_VERSION, MODULES, REMAPPING
 from .recipes import module_files, recipe_verified
 from ..registry.index import Registry
 
-#: model_types verified through a live test other than the per-variant one (model_type -> test).
-LIVE_ROUTES: dict[str, str] = {
-    "gemma3_text": "tests/test_kv_live.py::test_gemma3_text_and_vlm_wrapper_build_the_same_caches",
-    "lfm2_vl": "tests/test_kv_live.py::test_lfm2_vl_wrapper_delegates_to_lfm2",
-}
 
 def unsupported_modules() -> dict[str, str]:
     """Modules this project does not profile, and why (``unsupported:`` in ``profiles/mlx_lm/<module>.yaml``:
@@ -77,9 +71,6 @@ def coverage_rows(reg: Registry) -> list[Row]:
                                 f"tests/test_recipes_live.py also builds the model as model_type {model_type}")
         if model_type == module and variants:
             return "verified", ", ".join(variants)
-        if model_type in LIVE_ROUTES and claimed.get(model_type):
-            return "verified", (f"family variants {', '.join(claimed[model_type])} built as {model_type} "
-                                f"in {LIVE_ROUTES[model_type]}")
         if model_type != module and variants and model_type in claimed:
             return "verified", f"built by {module}.py like {', '.join(variants)}"
         if model_type != module and module in live:  # a remapped type builds the recipe-verified module
@@ -92,13 +83,15 @@ def coverage_rows(reg: Registry) -> list[Row]:
                                f"by {module}.py; needs: {MODULES.get(module, '?')}")
         return "not yet", f"needs: {MODULES.get(module, '?')}"
 
+    files = module_files()
     for module in sorted(MODULES, key=str.lower):
-        mt = "lfm2_vl" if module == "lfm2-vl" else module
+        f = files.get(module)
+        mt = f.checkpoint_model_type if f is not None and f.checkpoint_model_type else module
         status, detail = status_of(mt, module)
-        if module == "lfm2-vl":
-            detail += ("; note: mlx_lm.load itself raises 'Model type lfm2_vl not supported' (the module file is "
-                       "lfm2-vl.py), so these checkpoints do not load in mlx-lm 0.32.2; the test builds the "
-                       "wrapper class directly")
+        if mt != module:  # the checkpoints' model_type is not the module's file name (lfm2_vl vs lfm2-vl.py)
+            detail += (f"; note: mlx_lm.load itself raises 'Model type {mt} not supported' (the module file is "
+                       f"{module}.py), so these checkpoints do not load in mlx-lm {MLXLM_VERSION}; the test builds "
+                       "the wrapper class directly")
         rows.append(Row(mt, module, status, detail))
     for mt, module in sorted(REMAPPING.items()):
         status, detail = status_of(mt, module)

@@ -10,17 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .model_types import REMAPPING
+from .model_types import ARCHITECTURE_REMAPPING as ARCH_REMAPPING, REMAPPING
 
 MLX_LM_VERSION = "0.32.2"
 
 #: ``mlx_lm.utils.MODEL_REMAPPING``: config model_type -> the module that builds it (data: index.yaml).
 MODEL_REMAPPING: dict[str, str] = REMAPPING
 
-#: ``mlx_lm.utils.MODEL_ARCHITECTURE_REMAPPING``: (model_type, architecture) -> module; checked first.
-ARCHITECTURE_REMAPPING: dict[tuple[str, str], str] = {
-    ("bailing_hybrid", "BailingMoeV3ForCausalLM"): "bailing_moe_v3",
-}
+#: ``mlx_lm.utils.MODEL_ARCHITECTURE_REMAPPING``: (model_type, architecture) -> module; checked first (data:
+#: index.yaml ``architecture_remapping``).
+ARCHITECTURE_REMAPPING: dict[tuple[str, str], str] = ARCH_REMAPPING
 
 #: Keys under which multimodal wrappers keep the language model's config (the seed's order).
 WRAPPER_KEYS = ("text_config", "language_config", "llm_config")
@@ -44,21 +43,3 @@ class ArgsSpec:
     defaults: Mapping[str, Any] = field(default_factory=dict)
     head_dim: str = "optional"
     kv_from_heads: bool = False
-
-
-def _spec(cls, required, defaults=None, head_dim="optional", kv_from_heads=False) -> ArgsSpec:
-    return ArgsSpec(cls, frozenset(required.split()), dict(defaults or {}), head_dim, kv_from_heads)
-
-
-#: Args classes by mlx-lm module (or ``module.Class`` for the inner class of a wrapper).
-SPECS: dict[str, ArgsSpec] = {
-    "mistral3": _spec("mistral3.ModelArgs", "model_type text_config"),
-    "nemotron_h": _spec(
-        "nemotron_h.ModelArgs",
-        "model_type vocab_size hidden_size intermediate_size max_position_embeddings num_attention_heads "
-        "num_key_value_heads attention_bias mamba_num_heads mamba_head_dim mamba_proj_bias ssm_state_size "
-        "conv_kernel n_groups mlp_bias layer_norm_epsilon use_bias use_conv_bias",
-        {"hybrid_override_pattern": None, "layers_block_type": None, "layer_types": None,
-         "num_hidden_layers": None, "head_dim": None},
-        "optional"),
-}

@@ -29,3 +29,7 @@ MODULES: dict[str, str] = {m: (e.reason or "") if e.status == "not yet" else "" 
 
 #: config model_type -> the module mlx-lm builds it with (mlx_lm.utils.MODEL_REMAPPING)
 REMAPPING: dict[str, str] = dict(_IDX.remapping)
+
+#: (config model_type, architecture) -> module (mlx_lm.utils.MODEL_ARCHITECTURE_REMAPPING, checked first)
+ARCHITECTURE_REMAPPING: dict[tuple[str, str], str] = {
+    (mt, arch): module for mt, by_arch in _IDX.architecture_remapping.items() for arch, module in by_arch.items()}

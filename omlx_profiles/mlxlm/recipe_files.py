@@ -51,7 +51,7 @@ def _load_all(root: str) -> dict[str, ModuleRecipe]:
             if inner is None or not inner.extracts or inner.text is not None:
                 raise ProfileError(f"{d / (m + '.yaml')}: text.recipe {rec.text.recipe!r} names no plain module recipe")
             out[m] = inner.model_copy(update={
-                "module": m, "text": rec.text, "traits": rec.traits, "sources": rec.sources, "to_config": rec.to_config,
+                "module": m, "checkpoint_model_type": rec.checkpoint_model_type, "text": rec.text, "traits": rec.traits, "sources": rec.sources, "to_config": rec.to_config,
                 "notes": rec.notes + inner.notes, "live": rec.live if rec.live.config or rec.live.top else inner.live,
                 "kv_bits_fails": rec.kv_bits_fails or inner.kv_bits_fails})
     return out

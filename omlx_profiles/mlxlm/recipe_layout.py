@@ -146,21 +146,56 @@ def _indices_kinds(ix: Indices, n: int, r: Reader, module: str) -> tuple[list[st
             f"layer i is {ix.kind} iff i{plus} in {r.prefix}{ix.key}, else {ix.other}")
 
 
-def _chars_kinds(ch: Chars, n: int, r: Reader, module: str) -> tuple[list[str], str]:
+def _chars_pattern(ch: Chars, r: Reader, module: str) -> tuple[object, str]:
+    """The pattern and where it came from: ``key``, else the first non-empty of ``lists`` spelled by ``names``
+    (mlx-lm's ``__post_init__``: ``layers_block_type or layer_types`` -> characters)."""
     pat = r.raw(ch.key, None)
+    if pat is not None or not ch.lists:
+        return pat, r.where(ch.key)
+    for key in ch.lists:
+        blocks = r.str_list(key)
+        if blocks:
+            bad = sorted(set(blocks) - set(ch.names))
+            if bad:
+                raise UnsupportedError(f"unsupported: model_type {shown(module)}: layer block types {bad} in "
+                                       f"{r.prefix}{key} ({r.spec.cls} raises ValueError; it knows {sorted(ch.names)})")
+            return "".join(ch.names[b] for b in blocks), r.where(key)
+    return None, r.where(ch.key)
+
+
+def _chars_kinds(ch: Chars, n: int, r: Reader, module: str) -> tuple[list[str], str]:
+    pat, where = _chars_pattern(ch, r, module)
+    if ch.length and isinstance(pat, list) and all(isinstance(x, str) and len(x) == 1 for x in pat):
+        pat = "".join(pat)  # mlx-lm keeps the pattern as a list of characters
     if pat is None:
-        return [ch.none] * n, f"{r.where(ch.key)} is null: every layer {ch.none}"
+        if ch.none is None:
+            alts = "".join(f" nor {r.prefix}{k}" for k in ch.lists)
+            raise UnsupportedError(f"unsupported: model_type {shown(module)}: the config has neither "
+                                   f"{r.prefix}{ch.key}{alts} ({r.spec.cls} cannot lay out its layers)")
+        return [ch.none] * n, f"{where} is null: every layer {ch.none}"
+    if ch.length and isinstance(pat, str) and len(pat) > MAX_LAYERS:
+        raise InputError(f"{r.label}: {r.prefix}{ch.key} has {len(pat)} blocks (at most {MAX_LAYERS})")
     if not isinstance(pat, str) or not pat:
-        raise InputError(f"{r.label}: {r.prefix}{ch.key} must be a non-empty string such as 'LLLG', got {shown(pat)}")
+        raise InputError(f"{r.label}: {r.prefix}{ch.key} must be a non-empty string such as "
+                         f"{''.join(ch.map)!r}, got {shown(pat)}")
+    if ch.other is None:
+        bad = sorted(set(pat) - set(ch.map))
+        if bad:
+            raise UnsupportedError(f"unsupported: model_type {shown(module)}: block characters {bad} in "
+                                   f"{r.prefix}{ch.key} (mlx-lm knows {', '.join(ch.map)})")
     r.used[ch.key] = r.where(ch.key)
+    how = ", ".join(f"{k} -> {v}" for k, v in ch.map.items())
+    if ch.length:  # the kinds are named by their characters: the pattern itself is the layout
+        return [ch.map.get(c, ch.other) for c in pat], f"{where}: one layer per character (kinds {', '.join(ch.map)})"
     return ([ch.map.get(pat[i % len(pat)], ch.other) for i in range(n)],
-            f"{r.where(ch.key)} = {pat!r} cycled over the layers: " + ", ".join(f"{k} -> {v}" for k, v in ch.map.items()))
+            f"{where} = {pat!r} cycled over the layers: {how}")
 
 
 def layer_kind_names(rec: ModuleRecipe, r: Reader) -> tuple[list[str], str]:
     """One kind name per layer (``none`` for KV-shared layers) and the sentence saying why."""
     lay = rec.layout
-    n = r.int(lay.count, maximum=MAX_LAYERS)
+    # a whole-stack character pattern is the layer count (count is only compared with it, in recipe_rule)
+    n = 0 if lay.chars is not None and lay.chars.length else r.int(lay.count, maximum=MAX_LAYERS)
     gate = evaluate(lay.unless.value, lambda k: _key_int(r, k)) if lay.unless is not None else 0
     if gate is None:
         kinds, why = [lay.unless.kind] * n, f"{lay.unless.value} is null/absent: every layer {lay.unless.kind}"

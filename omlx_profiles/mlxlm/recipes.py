@@ -25,7 +25,7 @@ from .facts import ArgsSpec
 # loading / lookups and the two other parts, re-exported: ``from .recipes import X`` keeps working
 from .recipe_files import (NOT_RECIPES, _load_all, _parse_recipe, module_files, module_index, recipe,
                            recipe_verified, recipes, recipes_dir, traits_of)
-from .recipe_layout import _formula_value, _key_int, layer_kind_names
+from .recipe_layout import _chars_pattern, _formula_value, _key_int, layer_kind_names
 from .recipe_live import HEAD_DIM_PROBE, TINY, live_config
 
 __all__ = ["NOT_RECIPES", "HEAD_DIM_PROBE", "TINY", "args_spec", "canonical_view", "layer_kind_names", "live_config",
@@ -242,8 +242,25 @@ def _attention_dims(rec: ModuleRecipe, r: Reader, d, n_kv: int, hd: int) -> tupl
     return out["num_kv_heads"], out["head_dim"]
 
 
-def recipe_rule(rec: ModuleRecipe) -> Callable:
-    """An extraction rule (``Ctx -> None``, see ``to_layers``) that reads the config by ``rec``."""
+def _no_make_cache(specs: dict[str, list[KindRecipe]]) -> tuple[dict[str, list[KindRecipe]], set[str]]:
+    """The kinds as ``make_prompt_cache``'s default builds them for a wrapper without ``make_cache``: one
+    unbounded KVCache per layer, so a sliding kind is a full one of the same widths (its window only masks
+    attention). Returns the kinds and the names of those that were sliding."""
+    out, was = {}, set()
+    for k, parts in specs.items():
+        if any(p.cache == "sliding" for p in parts):
+            was.add(k)
+            parts = [p.model_copy(update={"cache": "full", "window": None}) if p.cache == "sliding" else p
+                     for p in parts]
+        out[k] = parts
+    return out, was
+
+
+def recipe_rule(rec: ModuleRecipe, *, no_make_cache: str | None = None) -> Callable:
+    """An extraction rule (``Ctx -> None``, see ``to_layers``) that reads the config by ``rec``.
+
+    ``no_make_cache``: the wrapper module (``mistral3.py``) that holds this text model and defines no
+    ``make_cache`` (``text_by.make_cache: false``): every layer gets a KVCache, sliding kinds included."""
     def rule(c) -> None:
         r, d = c.r, c.d
         names, why = layer_kind_names(rec, r)
@@ -259,6 +276,9 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
             if pl.kind_if:
                 why += "; layer i is " + ", else ".join(f"{k} where {p} is true" for p, k in pl.kind_if.items())
         specs = {k: (v if isinstance(v, list) else [v]) for k, v in rec.kinds.items()}
+        as_full: set[str] = set()
+        if no_make_cache is not None:
+            specs, as_full = _no_make_cache(specs)
         used = set(names) - {"none"}
         caches = {c_.cache for k in used for c_ in specs[k]}
         n_kv = hd = None
@@ -279,17 +299,36 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
         for k in used:
             parts = [_cache_spec(kr, r, d, n_kv, hd) for kr in specs[k]]
             built[k] = parts if isinstance(rec.kinds[k], list) else parts[0]  # a list is a CacheList, even of one
-        lt = rec.layout.layer_types
-        d.put("num_layers", len(names), f"= len({r.where(lt.key)})" if lt is not None and lt.length
-              and r.raw(lt.key, None) is not None else r.where(rec.layout.count))
+        lt, ch = rec.layout.layer_types, rec.layout.chars
         given_n = r.data.get(rec.layout.count)
+        if ch is not None and ch.length:  # the character pattern is the stack
+            _, where = _chars_pattern(ch, r, rec.module)
+            d.put("num_layers", len(names), f"= len({ch.key}) ({where})")
+            d.layers_as_string = ch.as_string
+            if isinstance(given_n, int) and given_n != len(names):
+                d.notes.append(f"{c.label}: {rec.layout.count} = {given_n} but {ch.key} has {len(names)} blocks; "
+                               "mlx-lm uses the pattern's length")
+        else:
+            d.put("num_layers", len(names), f"= len({r.where(lt.key)})" if lt is not None and lt.length
+                  and r.raw(lt.key, None) is not None else r.where(rec.layout.count))
         if lt is not None and lt.length and r.raw(lt.key, None) is not None and isinstance(given_n, int) \
                 and given_n != len(names):
             d.notes.append(f"{c.label}: {r.prefix}{lt.key} has {len(names)} entries but {rec.layout.count} is "
                            f"{given_n}; mlx-lm builds one block per {lt.key} entry")
         if rec.kv_bits_fails:
             d.put("kv_bits_fails", rec.kv_bits_fails, f"module recipe profiles/mlx_lm/{rec.module}.yaml")
-        d.per_layer = [("none", {"kind": "none"}) if k == "none" else (k, built[k]) for k in names]
+        renamed = {}
+        for k in sorted(as_full & used):  # the name of an identical kind (llama's sliding -> its full), if any
+            same = [o for o in sorted(used - as_full) if built[o] == built[k]]
+            if same:
+                renamed[k] = same[0]
+        n_full = sum(1 for k in names if k in as_full)
+        if n_full:
+            d.notes.append(f"{no_make_cache}: {n_full} layer(s) are {'/'.join(sorted(as_full & used))} in "
+                           f"{rec.module}.py, but mlx-lm's {no_make_cache} defines no make_cache, so make_prompt_cache "
+                           "gives every layer an unbounded KVCache (the window only masks attention)")
+            why += f"; every layer a KVCache ({no_make_cache} defines no make_cache)"
+        d.per_layer = [("none", {"kind": "none"}) if k == "none" else (renamed.get(k, k), built[k]) for k in names]
         if per is not None:
             d.per_layer = pl_.specialise(d.per_layer, per, n_kv)
         d.prov["layers"] = f"module recipe profiles/mlx_lm/{rec.module}.yaml: {why}"
@@ -302,6 +341,8 @@ def recipe_rule(rec: ModuleRecipe) -> Callable:
             if not isinstance(ign, str) and ign.only_without is not None and r.data.get(ign.only_without) is not None:
                 continue
             given = r.data.get(key, getattr(r, "shadowed", {}).get(key))
+            if not isinstance(ign, str) and ign.unless_equal is not None and given == d.fields.get(ign.unless_equal):
+                continue
             if given is not None:
                 d.notes.append(f"{c.label}: {r.prefix}{key} = {shown(given)} is ignored by mlx-lm's "
                                f"{rec.module}.py: {reason}")

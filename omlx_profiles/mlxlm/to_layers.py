@@ -1,25 +1,20 @@
-"""Per mlx-lm module: which cache each layer gets, and with which widths (mlx-lm 0.32.2).
+"""The readers an extraction rule is made of (mlx-lm 0.32.2): the ``Draft`` it fills, the ``Ctx`` it reads,
+and the shared pieces every module recipe uses (query / KV heads, head width, layer count, MLA ranks, the
+widths the peak and weights terms read).
 
-Each rule reads the config *the way mlx-lm's args class does* (``Reader`` applies mlx-lm's defaults and
-required fields) and replays the module's ``make_cache`` - or, for a module without one,
-``make_prompt_cache``'s default of one ``KVCache`` per entry of ``model.layers``. Where mlx-lm ignores a
-key a reader would expect to matter, the rule says so in a note instead of honouring the key:
-
-* ``sliding_window`` without ``layer_types`` (Mistral 7B v0.3), in gemma2, phi3, mixtral, qwen2/qwen3:
-  every layer is an unbounded ``KVCache``;
-* the ``mistral3``/``llava`` wrapper defines no ``make_cache``: every text layer is a ``KVCache`` even
-  where ``text_config.layer_types`` says ``sliding_attention``; smollm3 likewise;
-* qwen2, phi3, mixtral, ... derive ``head_dim = hidden_size // num_attention_heads`` and ignore a config
-  ``head_dim``; nemotron_h ignores ``attention_head_dim``;
-* gemma3 and qwen3_next/qwen3_5 lay layers out from ``sliding_window_pattern`` /
-  ``full_attention_interval`` and ignore ``layer_types``.
+Each piece reads the config *the way mlx-lm's args class does* (``Reader`` applies mlx-lm's defaults and
+required fields). Which cache each layer gets is the module recipe's (``profiles/mlx_lm/<module>.yaml``,
+interpreted by ``recipes.recipe_rule``): no module has a hand-written rule any more. Where mlx-lm ignores a
+key a reader would expect to matter, the recipe says so (``ignores``) and extraction writes a note: e.g.
+``sliding_window`` without ``layer_types`` (Mistral 7B v0.3), gemma2 / phi3 / qwen2 sliding windows, a
+config ``head_dim`` that qwen2 / phi3 / mixtral derive instead, nemotron_h's ``attention_head_dim``.
 
 The output is a variant payload (what a profile YAML variant holds), its provenance and notes.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import InputError, UnsupportedError
 from .config import MAX_DIM, MAX_LAYERS, Reader, shown
@@ -171,73 +166,6 @@ def _moe(c: Ctx) -> None:
     c.d.put("moe", moe, f"{c.r.where(wn)}, {wk}")
 
 
-def _full(n_kv: int | None = None, hd: int | None = None, vd: int | None = None) -> dict:
-    s: dict[str, Any] = {"kind": "full"}
-    if n_kv is not None:
-        s["num_kv_heads"] = n_kv
-    if hd is not None:
-        s["head_dim"] = hd
-    if vd is not None:
-        s["v_head_dim"] = vd
-    return s
-
-
-def _window(c: Ctx, key: str = "sliding_window") -> int:
-    w = c.r.int(key, allow_none=True, required=False)
-    if w is None:
-        raise UnsupportedError(
-            f"unsupported: model_type {shown(c.model_type)}: sliding layers need {c.r.prefix}{key}, and the config "
-            "gives none (mlx-lm would build RotatingKVCache(max_size=None) and fail on the first update)")
-    return w
-
-
-# --------------------------------------------------------------------------------------------------
-# families
-# --------------------------------------------------------------------------------------------------
-
-
-def rule_llama_like(c: Ctx, *, honour_sliding: bool = True, who: str | None = None) -> None:
-    """llama / ministral3 / smollm3 (and the text model of mistral3): ``layer_types`` decides.
-
-    One block per ``layer_types`` entry (default: ``full_attention`` x num_hidden_layers);
-    ``sliding_attention`` -> ``RotatingKVCache(sliding_window)`` in llama.py / ministral3.py's
-    ``make_cache``. ``layer_types.index("full_attention")`` must succeed (mask of the first full layer).
-    """
-    r, d = c.r, c.d
-    n_hidden = r.int("num_hidden_layers", maximum=MAX_LAYERS)
-    n_q, n_kv = _heads(c)
-    _head_dim(c, n_q)
-    types = r.str_list("layer_types")
-    if types is None:
-        types = ["full_attention"] * n_hidden
-        where = f"{r.where('num_hidden_layers')} (no layer_types: every layer full_attention)"
-        if r.data.get("sliding_window") is not None:
-            d.notes.append(f"{c.label}: {r.prefix}sliding_window = {r.data['sliding_window']} is ignored: without "
-                           "layer_types mlx-lm's llama.py builds only full-attention layers (unbounded KVCache)")
-    else:
-        where = r.where("layer_types")
-        if len(types) != n_hidden:
-            d.notes.append(f"{c.label}: {r.prefix}layer_types has {len(types)} entries but num_hidden_layers is "
-                           f"{n_hidden}; mlx-lm builds one block per layer_types entry")
-    if "full_attention" not in types:
-        raise UnsupportedError(
-            f"unsupported: model_type {shown(c.model_type)}: layer_types has no 'full_attention' entry; mlx-lm's "
-            "llama.py looks up the first full-attention layer and raises ValueError")
-    d.put("num_layers", len(types), where)
-    sliding = [t == "sliding_attention" for t in types]
-    if any(sliding) and honour_sliding:
-        w = _window(c)
-        d.per_layer = [("sliding", {"kind": "sliding", "window": w}) if s else ("full", _full()) for s in sliding]
-        d.prov["layers"] = f"{where}; sliding_attention -> RotatingKVCache({r.where('sliding_window')})"
-    else:
-        d.per_layer = [("full", _full())] * len(types)
-        d.prov["layers"] = f"{where}: KVCache per layer"
-        if any(sliding):
-            d.notes.append(f"{who or c.module}: layer_types marks {sum(sliding)} layer(s) sliding_attention, but "
-                           f"mlx-lm's {who or c.module} defines no make_cache, so make_prompt_cache gives every "
-                           "layer an unbounded KVCache (the window only masks attention)")
-
-
 def _mla(c: Ctx, *, index: bool = False) -> dict:
     r = c.r
     mla: dict[str, Any] = {}
@@ -268,67 +196,3 @@ def _mla_heads(c: Ctx, mla: dict) -> None:
     c.d.put("head_dim", mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"],
             "= qk_nope_head_dim + qk_rope_head_dim")
     c.d.put("v_head_dim", mla["v_head_dim"], r.where("v_head_dim"))
-
-
-def rule_nemotron_h(c: Ctx) -> None:
-    """Entries only for ``M`` (Mamba-2 ``ArraysCache(2)``) and ``*`` (``KVCache``); ``-``/``E`` have none."""
-    r, d = c.r, c.d
-    pat = r.raw("hybrid_override_pattern", None)
-    where = r.where("hybrid_override_pattern")
-    if pat is None:
-        blocks = r.str_list("layers_block_type") or r.str_list("layer_types")
-        if blocks is None:
-            raise UnsupportedError("unsupported: model_type 'nemotron_h': the config has neither "
-                                   "hybrid_override_pattern nor layers_block_type (nemotron_h.ModelArgs raises)")
-        m = {"full_attention": "*", "linear_attention": "M", "moe": "E", "mlp": "-", "attention": "*",
-             "mamba": "M", "conv": "M"}
-        bad = sorted(set(blocks) - set(m))
-        if bad:
-            raise UnsupportedError(f"unsupported: model_type 'nemotron_h': layer block types {bad} "
-                                   "(nemotron_h.ModelArgs raises ValueError)")
-        pat = "".join(m[b] for b in blocks)
-        where = r.where("layers_block_type" if r.has("layers_block_type") else "layer_types")
-    if isinstance(pat, list) and all(isinstance(x, str) and len(x) == 1 for x in pat):
-        pat = "".join(pat)
-    if isinstance(pat, str) and len(pat) > MAX_LAYERS:
-        raise InputError(f"{c.label}: {r.prefix}hybrid_override_pattern has {len(pat)} blocks (at most {MAX_LAYERS})")
-    if not isinstance(pat, str) or not pat:
-        raise InputError(f"{c.label}: {r.prefix}hybrid_override_pattern must be a string such as 'M-M*', got {shown(pat)}")
-    bad = sorted(set(pat) - set("M*-E"))
-    if bad:
-        raise UnsupportedError(f"unsupported: model_type 'nemotron_h': block characters {bad} in "
-                               "hybrid_override_pattern (mlx-lm knows M, *, -, E)")
-    nh = r.raw("num_hidden_layers", None)
-    if isinstance(nh, int) and nh != len(pat):
-        d.notes.append(f"{c.label}: num_hidden_layers = {nh} but hybrid_override_pattern has {len(pat)} blocks; "
-                       "mlx-lm uses the pattern's length")
-    d.put("num_layers", len(pat), f"= len(hybrid_override_pattern) ({where})")
-    n_q, n_kv = _heads(c)
-    _head_dim(c, n_q)
-    ahd = r.data.get("attention_head_dim")
-    if ahd is not None and r.data.get("head_dim") is None and ahd != d.fields["head_dim"]:
-        d.notes.append(f"{c.label}: attention_head_dim = {r.data['attention_head_dim']} is not read by mlx-lm's "
-                       f"nemotron_h.py (head_dim = hidden_size // num_attention_heads = {d.fields['head_dim']})")
-    H, hd = r.int("mamba_num_heads"), r.int("mamba_head_dim")
-    N, G, K = r.int("ssm_state_size"), r.int("n_groups"), r.int("conv_kernel")
-    mamba = {"kind": "state", "tensors": [
-        {"name": "conv", "shape": [K - 1, H * hd + 2 * G * N], "dtype": "model"},
-        {"name": "ssm", "shape": [H, hd, N], "dtype": "fp32"},
-    ]}
-    spec_of = {"M": mamba, "*": _full(), "-": {"kind": "none"}, "E": {"kind": "none"}}
-    d.per_layer = [(ch, spec_of[ch]) for ch in pat]
-    d.layers_as_string = True
-    d.prov["layers"] = (f"{where}: M -> Mamba-2 ArraysCache (conv in activation dtype, ssm fp32), * -> KVCache, "
-                        "- / E -> no cache entry")
-
-
-# --------------------------------------------------------------------------------------------------
-# dispatch
-# --------------------------------------------------------------------------------------------------
-
-RULES: dict[str, Callable[[Ctx], None]] = {
-    "nemotron_h": rule_nemotron_h,
-}
-
-#: wrapper module -> how to find the text model: (args spec of the inner class, rule, injected defaults)
-WRAPPERS = ("mistral3",)

@@ -97,18 +97,29 @@ def envelope_total(new: int, chunk: int, cached: int, exact: Total, upper: Upper
     return v
 
 
-def envelope_upper(new: int, chunk: int, cached: int, upper: Upper) -> int | None:
-    """An upper bound of ``envelope_total`` from fast bounds alone (``Estimator.fits``): the same maximum with
-    ``U`` in place of every ``V`` (``U >= V``). ``None`` where a bound is missing."""
-    v = None
-    for c in ((0, cached) if cached else (0,)):
-        for m in dominating_lengths(new, chunk):
-            u = upper(m, c)
+def envelope_bounds(new: int, chunk: int, cached: int, fast) -> tuple[int | None, int] | None:
+    """(lower or ``None``, upper) of ``envelope_total`` from ``FastPeak``'s bounds alone (``Estimator.fits``, in
+    microseconds): the lower bound of the request's own exact total (the envelope is above it), and the
+    maximum of the tight upper bounds (``FastPeak.bounds``) of every ``V`` in the envelope and of its ``U``
+    terms. ``None`` where a bound is missing (the exact model answers)."""
+    b = fast.bounds(new, chunk, cached)
+    if b is None:
+        return None
+    lo, hi = b
+    for m in dominating_lengths(new, chunk):
+        if m != new or cached:
+            bm = fast.bounds(m, chunk, 0)
+            if bm is None:
+                return None
+            if bm[1] > hi:
+                hi = bm[1]
+        if cached:
+            u = fast.total_bound(m, chunk, cached)
             if u is None:
                 return None
-            if v is None or u > v:
-                v = u
-    return v
+            if u > hi:
+                hi = u
+    return lo, hi
 
 
 class MonotonePeak:

@@ -35,6 +35,7 @@ from ..kv.bytes import kv_report
 from ..kv.replay import STEP
 from ..registry.profile import Profile
 from .fast_lines import CallModel, Pieces
+from .fast_short import ShortCalls
 from .fast_top import TopStep
 from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 from .prefill import Request, prefill_peak
@@ -52,7 +53,7 @@ class _Chunk:
     step, without a prefix (``peak.fast_top``)."""
 
     __slots__ = ("tops", "calls", "beyond", "last", "last_beyond", "lower", "full", "add_full", "model", "grid",
-                 "grid_v", "one", "slack", "ltops", "lasts", "first", "top")
+                 "grid_v", "one", "slack", "ltops", "lasts", "first", "top", "short")
 
     def __init__(self, model, tops, calls, beyond, last, last_beyond, lower, add_full):
         self.model = model
@@ -65,7 +66,7 @@ class _Chunk:
         self.full = calls[-1]
         self.add_full = add_full
         self.grid = self.grid_v = self.first = None
-        self.top = None
+        self.top = self.short = None
         self.one = 0
         self.slack = model.slack
 
@@ -91,6 +92,7 @@ class FastPeak:
         self._memo: dict[tuple[int, int, int], int] = {}  # peak() per request
         self._exact = lru_cache(maxsize=4096)(self._exact_uncached)
         self._prefix = lru_cache(maxsize=1024)(self._prefix_uncached)
+        self._short: dict[int, int] = {}  # T(q): the exact total of a (q + 1)-token prompt (``fast_short``)
         from .basis import MEASURED, basis_for
 
         kind = basis_for(profile, self.routes).kind
@@ -162,6 +164,7 @@ class FastPeak:
             self._fresh_grid(c, chunk)
         if c.top:
             c.top.prepare()
+        c.short.prepare()
 
     def total_bound(self, new_tokens: int, chunk: int, cached: int = 0) -> int | None:
         """An upper bound of ``held before + peak`` (the prefix's cache included), or ``None`` where the
@@ -174,6 +177,65 @@ class FastPeak:
             if c.lower is None and chunk > 1:  # the estimator's warm-up builds its lower bound too
                 c.lower = c.model.pieces(chunk, chunk, "lower")[0]
         return self._total(c, new_tokens, chunk, cached)
+
+    def bounds(self, new_tokens: int, chunk: int, cached: int = 0) -> tuple[int | None, int] | None:
+        """(lower or ``None``, upper) of ``held before + peak``, as tight as the precomputed bounds allow (what
+        ``Estimator.fits`` decides from), or ``None`` where the answer is the exact model (``exact_only``). A
+        prompt of at most a chunk and a token without a prefix is bounded by ``peak.fast_short`` (exact
+        totals at points of its call's size, chords and tangents between them)."""
+        hi = self.total_bound(new_tokens, chunk, cached)
+        if hi is None:
+            return None
+        lo = self.total_lower(new_tokens, chunk, cached)
+        if not cached and new_tokens <= chunk + 1:
+            c = self._chunks[(chunk, True)]
+            if new_tokens == 1:
+                return c.one, c.one
+            sl, su = c.short.bounds(new_tokens - 1)
+            if su < hi:
+                hi = su
+            if sl is not None and (lo is None or sl > lo):
+                lo = sl
+        elif cached and chunk % STEP == 0 and new_tokens > chunk + 1:
+            lo, hi = self._after_prefix(new_tokens, chunk, cached, lo, hi)
+        return lo, hi
+
+    def _after_prefix(self, new: int, S: int, cached: int, lo: int | None, hi: int) -> tuple[int | None, int]:
+        """Tighter bounds of a prompt of more than a chunk and a token after a prefix, chunks of whole 256-row
+        steps. After a full chunk call the caches are in the state they would be in without a prefix at the
+        same offset: every ``KVCache`` grew to exactly its offset (its capacity phase is the chunk's own:
+        ``cycle_reach``), a rotating cache holds ``min(offset, window - 1 + S)`` rows in temporal order. So the
+        shorter call, the last token and the full calls after the first are bounded by the prefix-free
+        bounds at their offsets (the shorter call in the chunk's last step to a few KB: ``peak.fast_top``);
+        the first full call, whose state is the prefix's, keeps its own bound."""
+        k, r = divmod(new - 1, S)
+        cf = self._chunks.get((S, True)) or self._chunk(S, True)
+        c = self._chunks[(S, False)]
+        off = cached + S * k
+        u = cf.lasts[bisect_left(cf.ltops, r or S)].at(cached + new - 1)
+        f = c.full.at(cached)
+        if f > u:
+            u = f
+        if k > 1:
+            f = cf.full.at(off - S)
+            if f > u:
+                u = f
+            if cf.lower is None:
+                cf.lower = cf.model.pieces(S, S, "lower")[0]
+            f = cf.lower.at(off - S)
+            if lo is None or f > lo:
+                lo = f
+        if r:
+            f = cf.calls[_bucket(cf.tops, r)].at(off)
+            if cf.top and r >= cf.top.lo:
+                g, h = cf.top.bounds(r, off)
+                if h < f:
+                    f = h
+                if g is not None and (lo is None or g > lo):
+                    lo = g
+            if f > u:
+                u = f
+        return lo, (u if u < hi else hi)
 
     def total_lower(self, new_tokens: int, chunk: int, cached: int = 0) -> int | None:
         """A lower bound of ``held before + peak``, or ``None`` (no full chunk call after the first)."""
@@ -258,7 +320,7 @@ class FastPeak:
         grid = sorted(x for x in pts if 1 <= x <= S)
         vals = []
         for q in grid:
-            v = self._exact(q + 1, q, 0)  # a fresh call of q queries, then the last token
+            v = self._short_total(q)  # a fresh call of q queries, then the last token
             vals.append(v if not vals or v > vals[-1] else vals[-1])
         c.one = self._exact(1, S, 0)  # a one-token prompt: one fresh call, the last
         # the first call of every longer prompt: exact(S + 1) is the larger of it and the last token after it,
@@ -267,6 +329,14 @@ class FastPeak:
         c.first = e if S > 1 and e > c.lasts[bisect_left(c.ltops, S)].at(S) else None
         c.grid_v = vals
         c.grid = grid
+        c.short = ShortCalls(grid, self._short_total, c.slack)
+
+    def _short_total(self, q: int) -> int:
+        """T(q) of ``peak.fast_short``: one fresh call of ``q`` queries, then the last token (any chunk >= q)."""
+        v = self._short.get(q)
+        if v is None:
+            v = self._short[q] = self._exact(q + 1, q, 0)
+        return v
 
     def _chunk(self, chunk: int, fresh: bool):
         if self._unknown:

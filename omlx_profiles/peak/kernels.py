@@ -229,6 +229,10 @@ class KernelRoutes:
         return self.table.fast_ops
 
     @property
+    def donation(self):
+        return self.table.donation
+
+    @property
     def fallback(self):
         return self.table.fallback
 

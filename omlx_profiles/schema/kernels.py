@@ -182,11 +182,28 @@ class FastOps(Strict):
                            "view's own width (MLX CUDA rope.cu)")
 
 
+class Donation(Strict):
+    """Which single-use inputs an op of the backend writes into instead of allocating (read by the item
+    formulas, peak/ops/). Why per backend: on CUDA an op's inputs stay referenced by the command encoder until
+    the GPU finished their graph (``add_temporary``), so only an input nothing else has read can be donated;
+    CPU and Metal items keep their own measured rules (defaults: no donation assumed)."""
+    residual_add: bool = Field(
+        False, description="the block's residual add (h = x + r) writes into r, the sublayer's output that nothing "
+                           "else reads, so it allocates nothing (set_binary_op_output_data: VectorVector donates a "
+                           "donatable operand)")
+    rope_single_use_input: bool = Field(
+        False, description="RoPE of a (B, H, L, D) view of a projection nothing else reads writes in place "
+                           "(rope.cu: ndim <= 4 and is_donatable: copy_shared_buffer); a view of a fused q|k|v buffer "
+                           "is shared and never donated (fast_ops.rope_output_spans_input)")
+    source: str | None = None
+
+
 class RouteTable(Strict):
     mlx_versions: str = Field(min_length=1, description="version range, e.g. '>=0.32.3,<0.33' (first table that matches wins)")
     description: str | None = None
     executor: Executor
     fast_ops: FastOps = Field(default_factory=FastOps)
+    donation: Donation = Field(default_factory=Donation)
     fallback: FallbackCosts
     routes: list[Route] = Field(min_length=1, description="first matching rule wins; the last should match anything")
 

@@ -149,6 +149,31 @@ class Text(_Strict):
     top_defaults: dict[Key, Any] = Field(default_factory=dict, description="the wrapper args class's defaults")
 
 
+class TextByType(_Strict):
+    """A wrapper whose language model is another module's, picked by the text config's ``model_type``
+    (mlx-lm's mistral3.py: ``ministral3`` -> ministral3.Model, ``mistral4`` -> mistral4.Model, anything else
+    llama.Model). Unlike ``text`` (one inner recipe, resolved when the files load), the choice needs the
+    config, so extraction and the live harness make it; the file stays traits-only."""
+
+    key: Key = "text_config"
+    args_class: str = Field(description="'module.Class' of the wrapper's args class (messages)")
+    wrapper_required: list[Key] = Field(default_factory=lambda: ["model_type"],
+                                        description="top-level fields the wrapper's args class requires")
+    modules: dict[Key, Key] = Field(min_length=1, description="text model_type -> the module whose recipe reads "
+                                                               "the text config")
+    default: Key = Field(description="the module for any other text model_type, or none")
+    defaults: dict[Key, Any] = Field(default_factory=dict, description="values the wrapper's __post_init__ writes "
+                                                                       "where the text config lacks the key")
+    make_cache: bool = Field(
+        True, description="false: the wrapper defines no make_cache, so make_prompt_cache gives every text layer an "
+                          "unbounded KVCache: the inner recipe's sliding layers are full caches here (the window "
+                          "only masks attention)")
+
+    def module_for(self, text_model_type: str | None) -> str:
+        """The module that builds the language model for this text ``model_type``."""
+        return self.modules.get(text_model_type or "", self.default)
+
+
 class Ignore(_Strict):
     """A config key mlx-lm does not honour, with conditions: no note when ``unless`` is false in the config
     (the config itself already switches the ignored key off, e.g. ``use_sliding_window: false``), or when
@@ -159,6 +184,9 @@ class Ignore(_Strict):
     only_without: Key | None = Field(
         None, description="said only when this key is absent or null (llama: sliding_window matters only through "
                           "layer_types)")
+    unless_equal: Key | None = Field(
+        None, description="not said when the config's value equals this extracted field (nemotron_h: an "
+                          "attention_head_dim equal to the head_dim mlx-lm derives changes nothing)")
 
 
 class Attention(_Strict):
@@ -189,8 +217,15 @@ class ModuleRecipe(_Strict):
 
     module: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]
     mlx_lm: str = Field(description="the mlx-lm version this recipe was read from and verified against")
+    checkpoint_model_type: Key | None = Field(
+        None, description="the model_type this module's checkpoints say when mlx-lm cannot import the module by it "
+                          "(lfm2-vl.py: checkpoints say 'lfm2_vl', and mlx_lm.load raises 'Model type lfm2_vl not "
+                          "supported'): coverage lists that type, the live harness builds the module for it")
     args: Args | None = None
     text: Text | None = Field(None, description="wrapper: where the language model's config is")
+    text_by: TextByType | None = Field(
+        None, description="wrapper whose language model's module depends on the text config's model_type "
+                          "(traits-only file)")
     layout: Layout | None = None
     kinds: dict[KindName, KindSpec] | None = Field(None, min_length=1)
     traits: Traits = Field(default_factory=Traits, description="compute traits for the prefill peak's op model")
@@ -226,6 +261,8 @@ class ModuleRecipe(_Strict):
         given = [n for n in ("args", "layout", "kinds") if getattr(self, n) is not None]
         if given and len(given) != 3:
             raise ValueError(f"args, layout and kinds are given together or not at all (got only {given})")
+        if self.text_by is not None and (given or self.text is not None):
+            raise ValueError("'text_by' is for a traits-only wrapper file (no args / layout / kinds / text)")
         if given and self.unsupported:
             raise ValueError("an extraction recipe (args, layout, kinds) cannot also be 'unsupported'")
         if not given and self.text is not None and self.text.recipe:
@@ -235,7 +272,7 @@ class ModuleRecipe(_Strict):
                     or self.dims or self.attention \
                     or self.kv_bits_fails:
                 raise ValueError("a traits-only file (no args / layout / kinds) holds only module, mlx_lm, traits, "
-                                 "to_config, live.shrink, sources and notes")
+                                 "text_by, to_config, live.shrink, sources and notes")
             return self
         missing = sorted(self.layout.kind_names() - set(self.kinds))
         if missing:
@@ -260,4 +297,7 @@ class ModuleIndex(_Strict):
 
     mlx_lm: str
     remapping: dict[str, str]
+    architecture_remapping: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="mlx_lm.utils.MODEL_ARCHITECTURE_REMAPPING: model_type -> {architecture "
+                                          "(config 'architectures' entry) -> module}; checked before 'remapping'")
     modules: dict[str, IndexEntry]

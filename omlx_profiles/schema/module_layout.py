@@ -89,12 +89,37 @@ class Indices(_Strict):
 
 
 class Chars(_Strict):
-    """A string pattern cycled over the layers (exaone4 'LLLG'): ``map[char]``, else ``else``; null -> ``none``."""
+    """A string pattern over the layers, one character per layer: cycled (exaone4 'LLLG') or, with ``length``,
+    the whole stack (nemotron_h's ``hybrid_override_pattern`` 'M-M-M*-'); ``map[char]``, else ``else``; null ->
+    ``none``. With ``lists`` a per-layer list of block names stands in for a null pattern (``names`` spells each
+    as its character), as mlx-lm's ``__post_init__`` normalizes it."""
 
     key: Key
     map: dict[Annotated[str, Field(min_length=1, max_length=1)], KindName]
-    other: KindName = Field(alias="else")
-    none: KindName = Field(description="kind of every layer when the pattern is null/absent")
+    other: KindName | None = Field(None, alias="else", description="kind of a character not in map (absent: such a "
+                                                                 "character is refused, as mlx-lm refuses it)")
+    none: KindName | None = Field(None, description="kind of every layer when the pattern (and every list) is "
+                                                    "null/absent (absent: such a config is refused)")
+    length: bool = Field(False, description="one layer per character: the pattern's length is the layer count "
+                                            "(the count key is only compared with it)")
+    lists: list[Key] = Field(default_factory=list, max_length=4,
+                             description="keys of a per-layer list of block names, tried in order (the first "
+                                         "non-empty wins) when the pattern is null")
+    names: dict[Annotated[str, Field(min_length=1, max_length=40)], Annotated[str, Field(min_length=1, max_length=1)]] = \
+        Field(default_factory=dict, description="block name -> its character, for 'lists' (another name is refused)")
+    as_string: bool = Field(False, description="the extracted profile writes its layers as the characters (the "
+                                               "registry family spells them so)")
+
+    @model_validator(mode="after")
+    def _lists(self):
+        if bool(self.lists) != bool(self.names):
+            raise ValueError("'lists' and 'names' are given together")
+        if self.as_string and not self.length:
+            raise ValueError("'as_string' needs 'length' (one character per layer)")
+        return self
+
+    def kinds(self) -> set[str]:
+        return set(self.map.values()) | {k for k in (self.other, self.none) if k is not None}
 
 
 DottedKey = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$", max_length=120)]
@@ -180,6 +205,9 @@ class Layout(_Strict):
         given = [n for n in shapes if getattr(self, n) is not None]
         if len(given) != 1:
             raise ValueError(f"give exactly one layout shape ({', '.join(shapes)}), got {given or 'none'}")
+        if self.chars is not None and self.chars.length and (self.flag or self.unless or self.shared or self.per_layer):
+            raise ValueError("a whole-stack chars pattern (length: true) is the layout by itself: no flag, unless, "
+                             "shared or per_layer (they count layers by 'count', which the pattern replaces)")
         return self
 
     def kind_names(self) -> set[str]:
@@ -199,7 +227,7 @@ class Layout(_Strict):
         if self.cycle:
             out |= set(self.cycle.map.values()) | ({self.cycle.other} if self.cycle.other else set())
         if self.chars:
-            out |= set(self.chars.map.values()) | {self.chars.other, self.chars.none}
+            out |= self.chars.kinds()
         if self.per_layer:
             out |= set(self.per_layer.kind_if.values()) - {"none"}
         return out

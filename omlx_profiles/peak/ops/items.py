@@ -75,3 +75,14 @@ def fast_op(ctx: CallContext, op: str, input_bytes: int, count: int = 1, weight:
     mult = cost.transient.get(ctx.dtype, cost.transient.get("fp32", 1.0))
     ops = cost.ops_half if (ctx.dtype != "fp32" and cost.ops_half) else cost.ops
     return Item(op, int(input_bytes * mult), ops * count, cost.views * count, out=input_bytes, elems=elems)
+
+
+def residual(ctx: CallContext, S: int, h: int) -> Item:
+    """The block's residual add ``h = x + r`` of ``S`` rows of width ``h``. Where the backend donates a
+    single-use operand to it (``donation.residual_add``: MLX CUDA, set_binary_op_output_data) it writes into
+    ``r``, the sublayer's output nothing else reads, and allocates nothing; its output (that buffer) is still
+    alive for the next item (``out``). The graph-commit counters keep its kernel (``ops``, ``elems``)."""
+    b = S * h * ctx.act
+    if ctx.routes.donation.residual_add and not ctx.bound:
+        return Item("residual", 0, 1, out=b, elems=2 * S * h)
+    return Item("residual", b, 1, elems=2 * S * h)

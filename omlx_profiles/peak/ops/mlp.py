@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ...errors import UnsupportedError
 from ...registry.profile import Profile
-from .items import CallContext, Item, fast_op
+from .items import CallContext, Item, fast_op, residual
 from ...mlxlm.recipe_files import traits_of
 
 # CUDA graph nodes (kernels) of the SwitchGLU ops whose kernel count is not one per op. They only move where
@@ -88,5 +88,5 @@ def mlp_items(p: Profile, ctx: CallContext, *, moe: bool) -> list[Item]:
                               elems=(S * h + I * h, S * h + I * h, 2 * S * I, S * I + h * I)))
     if tr.sandwich_norm:
         items.append(fast_op(ctx, "rms_norm", S * h * s, weight=h, donates=True))
-    items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
+    items.append(residual(ctx, S, h))
     return items
