@@ -11,7 +11,7 @@ from dataclasses import replace
 from ..errors import InputError, OmlxProfilesError
 from ..kv.bytes import KVQuant, KVReport, kv_report
 from ..kv.replay import STEP  # mlx-lm KVCache allocation step: max_tokens searches on it first
-from ..peak.envelope import envelope_bounds, envelope_total
+from ..peak.envelope import envelope_bounds, envelope_total, tight_upper
 from ..peak.prefill import Breakdown, Request, Verdict, prefill_peak
 from ..peak.kernels import KernelRoutes
 from ..registry.profile import Profile, past_context
@@ -47,6 +47,7 @@ class Estimator:
         self.profile = profile
         self._memo: dict = {}
         self._fast: dict = {}
+        self._lines: dict = {}  # the envelope's shorter-call lines (peak.envelope.tight_upper)
 
     # -- resident KV (exact) -----------------------------------------------------------------------
     def kv_report(self, tokens: int, *, schedule: str = "generate", chunk: int = 2048,
@@ -98,7 +99,7 @@ class Estimator:
 
         def upper(m: int, c: int):
             try:
-                return fp.total_bound(m, chunk, c) if fp is not None else None
+                return tight_upper(fp, m, chunk, c, self._lines) if fp is not None else None
             except (OmlxProfilesError, ArithmeticError):
                 return None
 
