@@ -13,7 +13,7 @@ chunks of ``S`` after ``c`` cached, a number ``E(n, c)`` that is
 * never below the exact model of the request (so never below the truth where the model is not), and
 * non-decreasing in ``n`` (fixed ``c``, ``S``) and in ``c`` (fixed ``n``, ``S``).
 
-Construction (``V`` the exact total, ``U`` the fast path's upper bound ``FastPeak.total_bound``)::
+Construction (``V`` the exact total, ``U`` the fast path's upper bound after a prefix, ``tight_upper``)::
 
     P(n)    = {n, 1, 2} + {k S + 1, k S + 2, S, if k = (n - 1) // S >= 1}     (the dominating prompt lengths, <= n)
     E(n, 0) = max over m in P(n) of V(m, 0)
