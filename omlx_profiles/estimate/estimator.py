@@ -11,7 +11,8 @@ from dataclasses import replace
 from ..errors import InputError, OmlxProfilesError
 from ..kv.bytes import KVQuant, KVReport, kv_report
 from ..kv.replay import STEP  # mlx-lm KVCache allocation step: max_tokens searches on it first
-from ..peak.envelope import envelope_bounds, envelope_total, tight_upper
+from ..peak.envelope import (envelope_bounds, envelope_bounds_fresh, envelope_exact_fresh, envelope_total,
+                             tight_upper)
 from ..peak.prefill import Breakdown, Request, Verdict, prefill_peak
 from ..peak.kernels import KernelRoutes
 from ..registry.profile import Profile, past_context
@@ -170,7 +171,7 @@ class Estimator:
             cf = self._cuda_fit(request, backend, mlx_version, dtype, nax)
             if cf is not None:  # CUDA without a prefix (peak.fast_cuda): the same decision, else 2 calls replayed
                 try:
-                    lo, hi = cf.bounds(request.new_tokens)
+                    lo, hi = envelope_bounds_fresh(request.new_tokens, request.chunk, cf)
                     if hi is not None and w + hi <= usable:
                         return _LazyVerdict(self, key, budget, res, usable, w, given)
                     if w + lo > usable:
@@ -178,7 +179,7 @@ class Estimator:
                     if hi is not None and hi - lo <= fit_margin(hi):
                         return _LazyVerdict(self, key, budget, res, usable, w, given, fits=False, margin=True)
                     return _LazyVerdict(self, key, budget, res, usable, w, given,
-                                        fits=w + cf.exact(request.new_tokens) <= usable)
+                                        fits=w + envelope_exact_fresh(request.new_tokens, request.chunk, cf) <= usable)
                 except (OmlxProfilesError, ArithmeticError):
                     pass
         bd = self._breakdown(key)
@@ -269,7 +270,7 @@ class Estimator:
             if cf is None:
                 return None
             try:
-                lo, hi = cf.bounds(request.new_tokens)
+                lo, hi = envelope_bounds_fresh(request.new_tokens, request.chunk, cf)
             except (OmlxProfilesError, ArithmeticError):
                 return None
             return None if hi is None else (lo, hi)

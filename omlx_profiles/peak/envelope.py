@@ -170,6 +170,22 @@ def envelope_bounds(new: int, chunk: int, cached: int, fast) -> tuple[int | None
     return lo, hi
 
 
+def envelope_bounds_fresh(new: int, chunk: int, fit) -> tuple[int, int | None]:
+    """``envelope_bounds`` without a prefix from per-length bounds ``fit.bounds(m) -> (lower, upper or None)``
+    (``peak.fast_cuda.CudaFit``): the request's own lower bound, the largest upper bound over ``P(n)``."""
+    lo, hi = fit.bounds(new)
+    for m in dominating_lengths(new, chunk):
+        if m != new and hi is not None:
+            h = fit.bounds(m)[1]
+            hi = None if h is None else max(hi, h)
+    return lo, hi
+
+
+def envelope_exact_fresh(new: int, chunk: int, fit) -> int:
+    """``E(new, 0)`` from ``fit.exact(m)`` (the exact total of ``m`` new tokens without a prefix)."""
+    return max(fit.exact(m) for m in dominating_lengths(new, chunk))
+
+
 class MonotonePeak:
     """The oMLX facade's prefill peak (over the prefix) as the envelope of ``FastPeak``'s answers: ``V`` is
     ``FastPeak.peak`` + the prefix's cache (itself the fast path's bound, or the exact model where that is
