@@ -6,9 +6,9 @@ What the other property files cover: ``test_properties.py`` (resident KV of gene
 reaches:
 
 * ``omlx_profiles.Estimator``: ``total_bytes`` / ``prefill_peak`` on every backend (cuda included) for chunk
-  1..4096 and a cached prefix 0..1M; the total monotone in the cached prefix and in the prompt where the
-  prefix and chunks are whole 256-token KV steps; ``fits`` monotone in the budget and equal to the exact
-  replay's verdict on cuda too; ``max_tokens`` monotone in the budget;
+  1..4096 and a cached prefix 0..1M; the total monotone in the cached prefix and in the prompt (below);
+  ``fits`` monotone in the budget and equal to the reported total's verdict on cuda too; ``max_tokens``
+  monotone in the budget;
 * the oMLX facade (``omlx_profiles.compat``): ``estimate_prompt_kv_bytes``, ``estimate_resident_kv_bytes``,
   ``estimate_block_memory``, ``estimate_blocks_to_free``, ``estimate_unfused_sdpa_call_bytes``,
   ``make_prefill_memory_profile``'s object (its answers are the monitor's: the same fast path), and the
@@ -18,9 +18,9 @@ reaches:
 
 Monotone (issue 14 item 4): the totals the API and the facade REPORT are the monotone envelope of the exact
 model (``peak/envelope.py``): non-decreasing in the prompt and in the cached prefix, for any chunk 1..4096 and
-prefix 0..1M. In the prompt on every backend; in the prefix wherever the fast path has bounds (cpu / metal; not
-CUDA, chunked attention or a ``bound`` basis, which answer the exact model only: ``bounded``). The truth itself is not monotone off whole KV steps (measured on
-a real mlx-lm model: test_properties_live.py): the envelope is above it there, never below.
+prefix 0..1M, wherever the fast path has bounds (cpu / metal; not CUDA, chunked attention or a ``bound``
+basis, which answer the exact model only: ``bounded``). The truth itself is not monotone off whole KV steps
+(measured on a real mlx-lm model: test_properties_live.py): the envelope is above it there, never below.
 """
 from __future__ import annotations
 
@@ -49,7 +49,6 @@ _MON: dict = {}
 names, backends = st.sampled_from(NAMES), st.sampled_from(BACKENDS)
 chunks = st.one_of(st.integers(1, 4096), st.sampled_from([1, 2, 64, 255, 256, 2048, 4096]))
 cached_counts = st.one_of(st.just(0), st.integers(0, 1_000_000), st.integers(0, 20_000))
-steps = st.integers(1, 16).map(lambda k: 256 * k)
 
 
 def est(name) -> Estimator:
