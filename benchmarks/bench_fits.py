@@ -1,20 +1,32 @@
 """``Estimator.fits`` per request against the oMLX facade's repeated-length path, in the same run.
 
-An engine calls ``fits`` once per request. The target (#18) is <= 50 us warm for any prompt length:
-"warm" = the Estimator's per-profile bounds are built (``Estimator.prepare``, once), not this length.
-The baseline is ``compat.MemoryMonitor.estimate_prefill_peak_bytes`` called again with a length it has
-already answered (its memoized path), so the ratio does not depend on how busy the machine is.
+An engine calls ``fits`` once per request. The target (#18) is <= 50 us warm for any request:
+"warm" = the Estimator's per-profile bounds for the chunk size and backend are built (``Estimator.prepare``,
+once: its cost is printed per row), not this length. The baseline is
+``compat.MemoryMonitor.estimate_prefill_peak_bytes`` called again with a length it has already answered (its
+memoized path), so the ratio does not depend on how busy the machine is.
 
-Two budgets per length (never seen before by the timed Estimator, 1 .. 131,072 tokens, no prefix, chunk 2048):
+Scenarios (requests never seen before by the timed Estimator):
+* ``long``: 1 .. 131,072 tokens, no prefix, chunk 2048;
+* ``short``: 1 .. chunk + 1 tokens (one call and the last token), no prefix, chunk 2048;
+* ``chunks``: 1 .. 131,072 tokens, no prefix, chunk 256 / 512 / 1024 / 4096 (drawn per request);
+* ``odd``: 1 .. 131,072 tokens, no prefix, chunk 700 / 1000 (not whole 256-row steps);
+* ``prefix``: a cached prefix of 1 .. 100,000 tokens, 1 .. 8,192 new ones, chunk 2048.
+
+Two budgets per request:
 * ``at total``: the budget IS the request's exact total (weights + prefill peak, reserve 0) -- the worst case:
-  the bounds must be within ``FIT_MARGIN`` of the exact total to answer without a replay;
+  the bounds must be within ``fit_margin`` of the exact total to answer without a replay;
 * ``64 GiB``: a fixed budget (16 GiB weights), what an engine's admission check sees.
 
-Columns: mean / p50 / p99 per call (us), the facade's repeated-length call (us), mean / facade, replays (lengths
-decided by the exact replay, ms each), margin (lengths refused by the documented 64 KiB margin while the exact
-total fits: the only verdicts that differ from the exact replay's), wrong (any other difference: must be 0).
+Columns: mean / p50 / p99 per call (us), the facade's repeated-length call (us), p50 / facade, mean / facade,
+replays (requests decided by the exact replay, ms each; on CUDA also the lengths whose shorter call and / or last
+token ``peak.fast_cuda`` replays, a few ms each: a prompt without a prefix), margin (refused by the documented margin while the
+exact total fits: the only verdicts that differ from the exact replay's), wrong (any other difference: must
+be 0), prepare (seconds, once per chunk size and backend: the row's chunk sizes not prepared by an earlier row).
 
-    .venv/bin/python benchmarks/bench_fits.py [--calls 300] [--cuda-calls 30] [--out benchmarks/results/bench_fits.txt]
+    .venv/bin/python benchmarks/bench_fits.py [--calls 200] [--backends metal,cpu] [--models ...]
+        [--scenarios long,short,chunks,odd,prefix] [--out benchmarks/results/bench_fits.txt]
+    # CUDA (its own file): --backends cuda --scenarios long,short --calls 100 --out benchmarks/results/bench_fits_cuda.txt
 """
 from __future__ import annotations
 
@@ -31,7 +43,7 @@ from omlx_profiles.peak.prefill import Request
 
 MODELS = ("meta-llama/Llama-3.1-8B-Instruct", "google/gemma-3-27b-it", "Qwen/Qwen3-30B-A3B", "deepseek-v3",
           "qwen3.5-35b-a3b")
-BACKENDS = ("metal", "cuda")
+SCENARIOS = ("long", "short", "chunks", "odd", "prefix")
 BUDGET, WEIGHTS = 64 << 30, 16 << 30
 
 
@@ -45,14 +57,48 @@ def _facade_us(p, backend: str, calls: int) -> float:
     return (time.perf_counter() - t) / calls * 1e6
 
 
-def _row(p, backend: str, lengths: list[int], budgets: list[int], exact: list[int]) -> tuple:
+def _requests(scenario: str, rng: random.Random, n: int, max_ctx: int) -> list[Request]:
+    out = []
+    top = min(131072, max_ctx)
+    while len(out) < n:
+        if scenario == "long":
+            out.append(Request(rng.randint(1, top), chunk=2048))
+        elif scenario == "short":
+            out.append(Request(rng.randint(1, 2049), chunk=2048))
+        elif scenario == "chunks":
+            out.append(Request(rng.randint(1, top), chunk=rng.choice((256, 512, 1024, 4096))))
+        elif scenario == "odd":
+            out.append(Request(rng.randint(1, top), chunk=rng.choice((700, 1000))))
+        else:
+            cached = rng.randint(1, min(100_000, top - 8192))
+            out.append(Request(cached + rng.randint(1, 8192), cached=cached, chunk=2048))
+    return out
+
+
+def _cuda_replays(e: Estimator) -> int:
+    """Lengths CUDA's bounds answered by replaying the calls that depend on the length (``peak.fast_cuda``:
+    the shorter call and / or the last token, ms each), over every chunk size's tables (shared between rows)."""
+    return sum(len(v._exact) for k, v in e._fast.items() if v and k[0] == "cuda-fit")
+
+
+def _row(p, backend: str, reqs: list[Request], budgets: list[int], exact: list[int], fast: dict,
+         prepared: set) -> tuple:
     e = Estimator(p)
-    e.prepare(2048, backend=backend)  # per-profile precompute (an engine's start-up)
+    e._fast = fast  # the bounds prepared for earlier rows (per profile and backend: nothing per length)
+    t = time.perf_counter()
+    for chunk in sorted({r.chunk for r in reqs} - prepared):
+        e.prepare(chunk, backend=backend)  # per-profile precompute (an engine's start-up)
+        prepared.add(chunk)
+    prep = time.perf_counter() - t
     e.fits(Request(1000), BUDGET, weights_bytes=WEIGHTS, backend=backend)
+    for k, v in e._fast.items():
+        if v and k[0] == "cuda-fit":
+            v._exact.clear()  # lengths a previous row replayed: this row pays for its own
+    cuda0 = _cuda_replays(e)
     times, margin, wrong = [], 0, 0
-    for n, b, tot in zip(lengths, budgets, exact):
+    for req, b, tot in zip(reqs, budgets, exact):
         t = time.perf_counter()
-        v = e.fits(Request(n), b, weights_bytes=WEIGHTS, reserve=0, backend=backend)
+        v = e.fits(req, b, weights_bytes=WEIGHTS, reserve=0, backend=backend)
         times.append(time.perf_counter() - t)
         if v.fits != (tot <= b):
             if not v.fits and getattr(v, "margin", False):
@@ -61,38 +107,45 @@ def _row(p, backend: str, lengths: list[int], budgets: list[int], exact: list[in
                 wrong += 1
     times.sort()
     mean = statistics.fmean(times) * 1e6
-    return mean, times[len(times) // 2] * 1e6, times[int(len(times) * 0.99)] * 1e6, len(e._memo), margin, wrong
+    replays = len(e._memo) + _cuda_replays(e) - cuda0
+    return (mean, times[len(times) // 2] * 1e6, times[int(len(times) * 0.99)] * 1e6, replays, margin, wrong,
+            prep)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--calls", type=int, default=300)
-    ap.add_argument("--cuda-calls", type=int, default=30, help="lengths per CUDA row (every CUDA call replays)")
+    ap.add_argument("--calls", type=int, default=200, help="requests per row")
+    ap.add_argument("--backends", default="metal,cpu")
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--out", default=None, help="also write the table to this file")
     a = ap.parse_args()
-    lines = [f"# bench_fits: {a.calls} never-seen lengths 1..131072 per row ({a.cuda_calls} on cuda), chunk 2048, no prefix; "
-             f"python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
-             f"{'model':34} {'backend':7} {'budget':9} {'mean us':>9} {'p50 us':>8} {'p99 us':>9} {'facade us':>9} "
-             f"{'mean/fac':>9} {'replays':>8} {'margin':>7} {'wrong':>6}"]
+    lines = [f"# bench_fits: {a.calls} never-seen requests per row; python {platform.python_version()}, "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+             f"{'model':34} {'backend':7} {'scenario':8} {'budget':9} {'mean us':>9} {'p50 us':>8} {'p99 us':>9} "
+             f"{'facade us':>9} {'p50/fac':>8} {'mean/fac':>9} {'replays':>8} {'margin':>7} {'wrong':>6} {'prep s':>7}"]
     print("\n".join(lines), flush=True)
-    for mid in MODELS:
+    for mid in a.models.split(","):
         p = default_registry().resolve(mid).profile
-        for backend in BACKENDS:
-            rng = random.Random(zlib.crc32(f"{mid} {backend}".encode()))
-            lengths = [rng.randint(1, 131072) for _ in range(a.cuda_calls if backend == "cuda" else a.calls)]
-            ref = Estimator(p)  # the exact totals, from another Estimator (the timed one has not seen them)
-            try:
-                exact = [ref.total_bytes(Request(n), WEIGHTS, backend) for n in lengths]
-            except Exception as exc:  # noqa: BLE001 - a peak this backend reports as unknown
-                lines.append(f"{mid:34} {backend:7} unknown: {type(exc).__name__}: {str(exc)[:80]}")
-                print(lines[-1], flush=True)
-                continue
+        for backend in a.backends.split(","):
             fac = _facade_us(p, backend, 2000)
-            for label, budgets in (("at total", exact), ("64 GiB", [BUDGET] * len(lengths))):
-                mean, p50, p99, replays, margin, wrong = _row(p, backend, lengths, budgets, exact)
-                lines.append(f"{mid:34} {backend:7} {label:9} {mean:9.1f} {p50:8.1f} {p99:9.1f} {fac:9.2f} "
-                             f"{mean / fac:9.1f} {replays:8d} {margin:7d} {wrong:6d}")
-                print(lines[-1], flush=True)
+            fast, prepared = {}, set()
+            for scenario in a.scenarios.split(","):
+                rng = random.Random(zlib.crc32(f"{mid} {backend} {scenario}".encode()))
+                reqs = _requests(scenario, rng, a.calls, p.max_context or 131072)
+                ref = Estimator(p)  # the exact totals, from another Estimator (the timed one has not seen them)
+                try:
+                    exact = [ref.total_bytes(r, WEIGHTS, backend) for r in reqs]
+                except Exception as exc:  # noqa: BLE001 - a peak this backend reports as unknown
+                    lines.append(f"{mid:34} {backend:7} {scenario:8} unknown: {type(exc).__name__}: {str(exc)[:80]}")
+                    print(lines[-1], flush=True)
+                    continue
+                for label, budgets in (("at total", exact), ("64 GiB", [BUDGET] * len(reqs))):
+                    mean, p50, p99, replays, margin, wrong, prep = _row(p, backend, reqs, budgets, exact, fast, prepared)
+                    lines.append(f"{mid:34} {backend:7} {scenario:8} {label:9} {mean:9.1f} {p50:8.1f} {p99:9.1f} "
+                                 f"{fac:9.2f} {p50 / fac:8.1f} {mean / fac:9.1f} {replays:8d} {margin:7d} {wrong:6d} "
+                                 f"{prep:7.1f}")
+                    print(lines[-1], flush=True)
     if a.out:
         with open(a.out, "w") as f:
             f.write("\n".join(lines) + "\n")

@@ -35,6 +35,8 @@ def user_path(path: str | os.PathLike, what: str = "path") -> Path:
         text = os.fsdecode(text)
     if "\x00" in text:
         raise InputError(f"{what} {shown_path(text)}: contains a NUL character; not a usable path")
+    if not text.strip():
+        raise InputError(f"{what}: empty path (Path('') is the current directory, which nobody meant)")
     return Path(os.path.expanduser(text))
 
 

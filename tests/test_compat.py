@@ -197,15 +197,15 @@ def test_facade_per_call_speed_vs_seed_arithmetic():
     n = 20000
 
     def clock(fn):
-        best = float("inf")
-        for _ in range(3):
-            t = time.perf_counter()
-            for i in range(n):
-                fn(32768 + (i & 7), 2048, cached_tokens=0)
-            best = min(best, time.perf_counter() - t)
-        return best / n
+        t = time.perf_counter()
+        for i in range(n):
+            fn(32768 + (i & 7), 2048, cached_tokens=0)
+        return (time.perf_counter() - t) / n
 
-    facade, seed = clock(m.estimate_prefill_peak_bytes), clock(seed_like_peak)
+    # rounds interleaved, best of each: a burst of load on a shared machine slows both sides of one round,
+    # not one side of the whole comparison (measured here: the facade ~0.4x the seed's time)
+    rounds = [(clock(m.estimate_prefill_peak_bytes), clock(seed_like_peak)) for _ in range(3)]
+    facade, seed = min(r[0] for r in rounds), min(r[1] for r in rounds)
     assert facade <= seed * 1.0, f"facade {facade * 1e6:.2f} us/call vs seed arithmetic {seed * 1e6:.2f} us/call"
 
 

@@ -79,28 +79,53 @@ def test_fits_is_microseconds_warm_for_any_length():
     assert per_call < 500e-6, f"{per_call * 1e6:.0f} us per call (budget 50 us on an idle machine; 10x slack for CI)"
 
 
+def _decides_at_total(e, ref, requests, backend="metal"):
+    for req in requests:
+        total = ref.total_bytes(req, 0, backend)
+        before = len(e._memo)
+        v = e.fits(req, total, weights_bytes=0, reserve=0, backend=backend)
+        assert len(e._memo) == before, (req, "replayed")
+        if not v.fits:  # the exact total fits this budget: only the margin may refuse it
+            lo, hi = e._bounds(req, backend, None, None, False)
+            assert v.margin and lo <= total <= hi and hi - lo <= fit_margin(hi), (req, lo, total, hi)
+
+
 def test_fits_at_the_exact_total_decides_without_replaying():
     """The worst case for the bounds (issue 18): every budget IS the request's exact total. The verdict is the
-    exact one, or the documented refusal within ``fit_margin`` -- and no prompt of at least one chunk and a token
-    replays: the lower bound meets the upper within the margin (the last full chunk, the fresh first call, the
-    shorter call in the chunk's last step). Prompts shorter than a chunk (no lower bound yet) may replay."""
+    exact one, or the documented refusal within ``fit_margin`` -- and no prompt replays: the lower bound meets
+    the upper within the margin (the last full chunk, the fresh first call, the shorter call at points of its
+    size; a prompt of at most a chunk and a token from exact points of its one call: ``peak.fast_short``)."""
     import random
 
     p = default_registry().resolve("meta-llama/Llama-3.1-8B-Instruct").profile
     e, ref = Estimator(p), Estimator(p)
     assert e.prepare(2048)
     rng = random.Random(11)
-    lengths = rng.sample(range(2, 131073), 30) + [2 * 2048 + 1 + r for r in (1793, 1900, 2000, 2047)]
-    for n in lengths:
-        total = ref.total_bytes(Request(n), 0, "metal")
-        before = len(e._memo)
-        v = e.fits(Request(n), total, weights_bytes=0, reserve=0)
-        replayed = len(e._memo) > before
-        assert n <= 2049 or not replayed, n
-        if not v.fits:  # the exact total fits this budget: only the margin may refuse it
-            lo, hi = e._bounds(Request(n), "metal", None, None, False)
-            assert v.margin and lo <= total <= hi and hi - lo <= fit_margin(hi), (n, lo, total, hi)
+    lengths = rng.sample(range(2, 131073), 24) + [2 * 2048 + 1 + r for r in (1793, 1900, 2000, 2047)] + \
+        rng.sample(range(1, 2050), 8) + [1, 2, 3, 2048, 2049, 2050]
+    _decides_at_total(e, ref, [Request(n) for n in lengths])
     # CUDA: peak.fast_cuda's bounds (prepare builds them; tests/test_fits_cuda.py)
+
+
+@pytest.mark.parametrize("backend", ["metal", "cpu"])
+def test_fits_at_the_exact_total_small_chunks_and_a_prefix(backend):
+    """Chunks of 256 and 512 (the shorter call at any size, not only in the chunk's last step; the last token
+    in its known cache layout) and, after a cached prefix, prompts past the first full chunk (the caches are
+    then in the prefix-free state): decided at the exact total without a replay, on a dense model."""
+    import random
+
+    p = default_registry().resolve("llama-3.2-1b-instruct").profile
+    e, ref = Estimator(p), Estimator(p)
+    rng = random.Random(5)
+    reqs = []
+    for chunk in (256, 512):
+        assert e.prepare(chunk, backend=backend)
+        reqs += [Request(rng.randint(2 * chunk + 2, 60_000), chunk=chunk) for _ in range(6)]
+        reqs += [Request(rng.randint(1, chunk + 1), chunk=chunk) for _ in range(3)]
+        for _ in range(4):
+            cached = rng.randint(1, 30_000)
+            reqs.append(Request(cached + rng.randint(2 * chunk + 2, 20_000), cached=cached, chunk=chunk))
+    _decides_at_total(e, ref, reqs, backend)
 
 
 def test_defaults_are_the_cli_s_and_said():

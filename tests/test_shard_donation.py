@@ -63,6 +63,21 @@ def test_rope_bytes_are_what_one_graph_measured(kind):
         assert _rope_item_bytes(kind) == pytest.approx(measured, abs=0.05), (kind, off, measured)
 
 
+def test_qk_norm_bytes_are_what_one_graph_measured():
+    """Qwen3's per-head q/k RMSNorms of the reshaped projections write in place on CUDA (rms_norm.cu: a
+    row-contiguous donatable input; donation.qk_norm_single_use_input): the layer with the norms replaced by
+    identity allocated the same bytes, at offsets 0 and 6144 (Qwen3-30B-A3B rank widths)."""
+    b = _blocks()
+    p = profile_for_config(_config("qwen3-rank"), "bf16")
+    items = call_items(p, Request(4096, chunk=2048), 0, backend="cuda", mlx_version="0.32.4")
+    # the first layer: input norm, q/k/v, q/k norms
+    norm = [it for it in items if it.term == "rms_norm"][1]
+    assert norm.ops == 2
+    for off in (0, 6144):
+        measured = b[("qwen3-rank", off, "attn")] - b[("qwen3-rank", off, "attn, q/k norm identity")]
+        assert norm.bytes / MiB == pytest.approx(measured, abs=0.05), (off, measured)
+
+
 def test_the_session3_allocations_were_the_eval_race():
     """The session-3 probe built each op right after ``mx.eval`` of its operand: the Synchronizer keeps that
     operand as a temporary until the worker thread runs, so it could not be donated. Settled first

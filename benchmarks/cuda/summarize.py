@@ -6,6 +6,7 @@
     python3 benchmarks/cuda/summarize.py --heldout  # writes .../h200-mlx-0.32.4-heldout.yaml (peaks_heldout.json)
     python3 benchmarks/cuda/summarize.py --s5          # .../h200-mlx-0.32.4-dsa-s5.yaml + -gdn-contention.yaml
     python3 benchmarks/cuda/summarize.py --s6          # .../h200-mlx-0.32.4-s6.yaml + -s6-contention.yaml
+    python3 benchmarks/cuda/summarize.py --s7          # .../h200-mlx-0.32.4-s7.yaml + -s7-contention.yaml
     python3 benchmarks/cuda/summarize.py --contention  # .../h200-mlx-0.32.4-contention.yaml (peaks_contention*.json)
     python3 benchmarks/cuda/summarize.py --heldout2    # .../h200-mlx-0.32.4-heldout2.yaml (commits_heldout2.json)
     python3 benchmarks/cuda/summarize.py --nemotron    # .../h200-mlx-0.32.4-nemotron.yaml (commits_nemotron.json)
@@ -53,6 +54,8 @@ CALIB_S5 = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-dsa-s5.
 CALIB_S5_HOG = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-gdn-contention.yaml"
 CALIB_S6 = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-s6.yaml"
 CALIB_S6_HOG = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-s6-contention.yaml"
+CALIB_S7 = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-s7.yaml"
+CALIB_S7_HOG = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-s7-contention.yaml"
 NEVERUNDER_IDS = {"deepseek-v3-8l-16e": "deepseek-ai/DeepSeek-V3 (first 8 layers, 16 experts)",
                   "deepseek-v3.2-8l-16e": "deepseek-ai/DeepSeek-V3.2 (first 8 layers, 16 experts)",
                   "qwen3-next-80b-a3b-8l-64e": "Qwen/Qwen3-Next-80B-A3B-Thinking (first 8 layers, 64 experts)",
@@ -281,6 +284,20 @@ S6_HOG_HEADER = [
     "#   the whole time, so the measured process's host ran up to MLX's cap ahead of its GPU (11 graphs in flight).",
     "# CUT TO FIT as in h200-mlx-0.32.4-s6.yaml (qwen3-next-80b-a3b-8l-64e, qwen3.5-27b-8l, deepseek-v3-8l-16e).",
 ]
+S7_HEADER = [
+    "# Issue 14 (session 7, s7-mla: run_s7mla.sh's idle part; predictions committed first:",
+    "#   benchmarks/cuda/predictions-s7-mla.md, results/s7mla_predictions_before_run.json). Idle GPU.",
+    "# CUT TO FIT as in h200-mlx-0.32.4-s6.yaml (deepseek-v3-8l-16e, kimi-k2-8l-16e). Two repeats in one process where",
+    "#   the first meets a shape for the first time: 8192 tokens end with a 2047-token chunk, and on its first",
+    "#   occurrence the host stops at the first MoE layer while the GPU drains (the compiled router retraces), so the",
+    "#   first repeat is lower (19.84 vs 27.93 GiB at step 2048); the second is the warm server's case.",
+]
+S7_HOG_HEADER = [
+    "# Issue 14 (session 7, s7-mla: run_s7mla.sh's loaded part; predictions committed first:",
+    "#   benchmarks/cuda/predictions-s7-mla.md). MEASURED UNDER GPU CONTENTION: gpu_hog.py (8192^3 bf16 matmuls) ran",
+    "#   in a second process on the same H200 the whole time. CUT TO FIT as in h200-mlx-0.32.4-s6.yaml",
+    "#   (kimi-k2-8l-16e, deepseek-v3-8l-16e, deepseek-v3.2-8l-16e, qwen3-next-80b-a3b-8l-64e).",
+]
 
 
 def traced_calibration(results: str, ids: dict, header: list[str]) -> str:
@@ -336,7 +353,14 @@ def main():
     ap.add_argument("--neverunder", action="store_true")
     ap.add_argument("--s5", action="store_true", help="session 5 (issue 14): DSA idle + gated-DeltaNet contended")
     ap.add_argument("--s6", action="store_true", help="session 6 (issue 14): DeepSeek-V3 family + GDN, idle and loaded")
+    ap.add_argument("--s7", action="store_true", help="session 7 (issue 14, s7-mla): DeepSeek-V3 family, warm repeats")
     args = ap.parse_args()
+    if args.s7:
+        for path, res, head in ((CALIB_S7, "commits_s7idle.json", S7_HEADER),
+                                (CALIB_S7_HOG, "commits_s7hog.json", S7_HOG_HEADER)):
+            path.write_text(traced_calibration(res, NEVERUNDER_IDS, head))
+            print("wrote", path.relative_to(ROOT))
+        return
     if args.s6:
         for path, res, head in ((CALIB_S6, "commits_dsv3s6.json,commits_kimis6.json,commits_dsv32s6.json,commits_gdns6.json",
                                  S6_HEADER),

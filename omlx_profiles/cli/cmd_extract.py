@@ -76,7 +76,7 @@ def run(args) -> int:
                     "registry": reg_notes, "verified": None if dis is None else not dis,
                     "disagreements": None if dis is None else [d.as_dict() for d in dis]})
     elif args.write:
-        dest = _write(Path(args.write), text, force=args.force)
+        dest = _write(args.write, text, force=args.force)  # the text: Path() drops a trailing '/'
         print(f"wrote {dest} (variant {ex.name}, family {ex.family}); review its TODO lines, then run "
               f"`omlx-profiles validate {dest}`")
     else:
@@ -111,7 +111,7 @@ def _check_roundtrip(text: str, ex) -> None:
             raise OmlxProfilesError(f"internal error: the skeleton's {k!r} does not read back as extracted")
 
 
-def _write(dest: Path, text: str, *, force: bool) -> Path:
+def _write(dest: str, text: str, *, force: bool) -> Path:
     from ..outputs import write_output
 
     return write_output(dest, text, suffixes=(".yaml", ".yml"), replace=force, what="--write")

@@ -27,26 +27,36 @@ def register(sub) -> None:
                               "  omlx-profiles schema --check vendor/omlx-schema   # in CI: fails when they drift\n"
                               "  omlx-profiles schema --name calibration")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--write", nargs="?", const="", metavar="DIR", help="write DIR/v<N>/*.schema.json")
-    g.add_argument("--check", nargs="?", const="", metavar="DIR",
+    g.add_argument("--write", nargs="?", const=True, metavar="DIR", help="write DIR/v<N>/*.schema.json")
+    g.add_argument("--check", nargs="?", const=True, metavar="DIR",
                    help="exit 1 if DIR/v<N>/*.schema.json is missing or differs from the models")
     p.add_argument("--name", choices=sorted(_NAMES), default="profile", help="which schema to print (default profile)")
     p.set_defaults(func=run)
 
 
+def _dir(value, what: str) -> Path:
+    """``--write`` / ``--check`` alone: the installed schema/ folder; with DIR: DIR as the user wrote it
+    (``~`` expanded: ``Path('~/x')`` made a directory literally named ``~`` in the working directory)."""
+    if value is True:
+        return schema_dir()
+    from ..files import user_path
+
+    return user_path(value, what)
+
+
 def run(args) -> int:
     if args.write is not None:
-        d = Path(args.write) if args.write else schema_dir()
+        d = _dir(args.write, "--write")
         try:
             written = write_schemas(d)
         except OSError as e:
             print(f"error: cannot write {d}: {e.strerror or e}", file=sys.stderr)
-            return 1
+            return 2  # the environment refused (docs/errors.md), as for every other command
         for path in written:
             print(f"wrote {path}")
         return 0
     if args.check is not None:
-        d = Path(args.check) if args.check else schema_dir()
+        d = _dir(args.check, "--check")
         bad = drifted(d)
         for name in bad:
             print(f"error: {d / name} is missing or differs from the models of this omlx-profiles; "

@@ -31,12 +31,27 @@ examples:
 class _Parser(argparse.ArgumentParser):
     def _get_value(self, action, arg_string):
         """An ``InputError`` from a type function keeps its sentence (argparse would print only
-        "invalid _token_list value"), and an integer of 5,000 digits is a usage error, not a crash."""
+        "invalid _token_list value"), and an integer of 5,000 digits is a usage error, not a crash.
+
+        Two rules hold for every option and argument here, so no command can forget them:
+
+        * an empty (or blank) value is refused: ``--config ''``, ``--profiles ''``, ``--out ''``,
+          ``schema --write ''`` used to mean "not given" (the default file, the current directory, the
+          installed package) without a word;
+        * ``type=int`` reads ASCII digits only: ``int()`` also takes ``٢`` and ``８``.
+        """
+        _GIVEN.add(action.dest)
+        if isinstance(arg_string, str) and not arg_string.strip() and action.nargs not in (argparse.PARSER,
+                                                                                             argparse.REMAINDER):
+            raise argparse.ArgumentError(action, "empty value; leave the option out instead" if action.option_strings
+                                         else f"empty {_POSITIONAL.get(action.dest, 'value')}")
         convert = self._registry_get("type", action.type, action.type)
+        if convert is int:
+            convert = _ascii_int
         if callable(convert):
             try:
                 return convert(arg_string)
-            except InputError as e:
+            except (InputError, argparse.ArgumentTypeError) as e:
                 raise argparse.ArgumentError(action, str(e)) from None
             except Exception:  # noqa: BLE001 - argparse's own handling below says it (ArgumentTypeError, ...)
                 pass
@@ -46,6 +61,31 @@ class _Parser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         print(f"error: {message}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
+
+
+#: Options that mean something only with another one: given alone they were dropped without a word
+#: (``estimate --reserve 1PiB`` with no budget; ``--kv-start`` with no ``--kv-bits``). ``_GIVEN`` holds the
+#: options the command line set (``_Parser._get_value`` sees each value given; defaults never reach it).
+REQUIRES = {"reserve": ("budget", "--reserve only applies with --budget (it is kept free inside the budget)"),
+            "kv_start": ("kv_bits", "--kv-start only applies with --kv-bits (it is when KV quantization starts)"),
+            "kv_group_size": ("kv_bits", "--kv-group-size only applies with --kv-bits")}
+_GIVEN: set[str] = set()
+_POSITIONAL = {"model": "model id (give a model id, a model directory or --config PATH)", "path": "path",
+               "paths": "path", "modules": "module name"}
+
+
+def _check_requires(args) -> None:
+    for dest, (needed, sentence) in REQUIRES.items():
+        if dest in _GIVEN and hasattr(args, needed) and getattr(args, needed) is None:
+            raise InputError(sentence)
+
+
+def _ascii_int(text: str) -> int:
+    t = text.strip()
+    digits = t[1:] if t[:1] in "+-" else t
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 12):
+        raise argparse.ArgumentTypeError(f"expected a whole number in ASCII digits, got {text!r}")
+    return int(t)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(argv: list[str] | None) -> int:
     parser = build_parser()
+    _GIVEN.clear()
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
@@ -111,6 +152,7 @@ def _run(argv: list[str] | None) -> int:
 
     try:
         with work_limit():  # every command finishes or refuses within seconds (kv/work.py)
+            _check_requires(args)
             return int(args.func(args) or 0)
     except ProfileError as e:
         for issue in e.issues[:MAX_ISSUES]:

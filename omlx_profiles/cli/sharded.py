@@ -152,8 +152,11 @@ def run_fit(args) -> int:
     from ..sharding import sharded_fit
     from .common import print_json, resolve_model
 
+    from ..estimate.fit import cached_within_context
+
     res = resolve_model(args)
     opts = _options(args, _budgets(args))
+    cached_within_context(res, opts.cached)
     views, weights = _weights(res, args, opts)
     fit = sharded_fit(res, opts, weights, views)
     mc = res.profile.max_context

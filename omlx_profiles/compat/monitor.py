@@ -16,21 +16,28 @@ from ..peak import kernels as _routes
 from ..peak.envelope import MonotonePeak
 from ..peak.fast import FastPeak
 from ..units import format_bytes
+from ..units import MAX_TOKENS
 from ..validation import check_count
 from .kv_terms import block_bytes_per_token, kv_widths, resident_kv, scaled_kv, step_rows, turboquant_peak
 from .sdpa import sdpa_activation_bytes
 from .seed import SeedMonitor, default_backend
 from .seed import mlx_version as mlx_version_running
-from .uniform import check_model_info, omlx_numbers, uniform_profile
+from .uniform import _positive_number, check_dims, check_model_info, omlx_numbers, uniform_profile
 
 # the facade's one logger, named as the module oMLX swapped in (its log configuration names it)
 logger = logging.getLogger(__package__)
 
 
+#: Token counts the facade answers: the CLI's limit (units.MAX_TOKENS, 2**30). A 2**31-token prefix was
+#: replayed for 3.4 s of CPU and then answered 0 ("unknown": the guard let it through).
+TOKENS = MAX_TOKENS
+
+
 def _counts(new_tokens, chunk_size, cached_tokens) -> tuple[int, int, int]:
     """oMLX took anything; a bad count here is an error naming the argument (never a silent 0)."""
-    return (check_count("new_tokens", new_tokens), check_count("chunk_size", chunk_size, minimum=1),
-            check_count("cached_tokens", cached_tokens))
+    return (check_count("new_tokens", new_tokens, maximum=TOKENS),
+            check_count("chunk_size", chunk_size, minimum=1, maximum=TOKENS),
+            check_count("cached_tokens", cached_tokens, maximum=TOKENS))
 
 
 class MemoryMonitor(SeedMonitor):
@@ -184,7 +191,7 @@ class MemoryMonitor(SeedMonitor):
         """Record the per-sequence recurrent-state bytes oMLX measured from live caches (GDN / Mamba).
         Charged in ``estimate_resident_kv_bytes`` as the larger of it and the profile's own state caches
         (never both: the profile already counts them when it knows them). Cleared by a new model."""
-        self._fixed_state_bytes = max(0, int(n))
+        self._fixed_state_bytes = check_count("n", n)  # int() took "8", 1.5, True; a negative became 0
 
     @property
     def fixed_state_bytes(self) -> int:
@@ -223,7 +230,10 @@ class MemoryMonitor(SeedMonitor):
         layers counted at full width: a block is stored whole), full-attention caches at the KV width.
         Without model info (and not every dimension given): 0, logged -- oMLX substituted a 7B model."""
         check_count("block_size", block_size)
-        if num_layers or num_kv_heads or head_dim or dtype_size:
+        if num_layers is not None or num_kv_heads is not None or head_dim is not None or dtype_size is not None:
+            # the overrides are checked as set_model_info's are: a list, a str, -1 or NaN multiplied through
+            check_dims("estimate_block_memory", num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=head_dim)
+            _positive_number("dtype_size", dtype_size, where="estimate_block_memory")
             layers = num_layers or self._num_kv_cache_layers or self._num_layers
             heads = num_kv_heads or self._num_kv_heads
             dim = head_dim or self._head_dim
@@ -243,7 +253,7 @@ class MemoryMonitor(SeedMonitor):
         a TurboQuant ``dtype_size`` (oMLX quantizes a fresh request's cache once, after its prefill; its
         callers use this number for prefill-time growth). Differs from oMLX (tokens x per-token bytes x
         dtype_size): capacity rounding and windows are applied; without model info: 0, logged."""
-        if check_count("num_tokens", num_tokens) == 0:
+        if check_count("num_tokens", num_tokens, maximum=TOKENS) == 0:
             return 0
         if self._profile is None:
             return self._no_info("estimate_prompt_kv_bytes")
@@ -262,8 +272,8 @@ class MemoryMonitor(SeedMonitor):
         caches and ``fixed_state_bytes``; at the model's width during the prefill even with a TurboQuant
         ``dtype_size`` (see ``estimate_prompt_kv_bytes``). Admission-only, as in oMLX: charge it once per
         request."""
-        n = check_count("num_tokens", num_tokens)
-        chunk = check_count("chunk_tokens", chunk_tokens, minimum=1)
+        n = check_count("num_tokens", num_tokens, maximum=TOKENS)
+        chunk = check_count("chunk_tokens", chunk_tokens, minimum=1, maximum=TOKENS)
         if n == 0:
             return 0
         if self._profile is None:
@@ -285,7 +295,7 @@ class MemoryMonitor(SeedMonitor):
         info: 0 (logged), as oMLX. Never negative, never below the exact model: the precomputed fast path
         ``omlx_profiles.peak.fast.FastPeak.peak`` (a multiply, an add and a division for most models)."""
         if self._plain and type(new_tokens) is int and type(chunk_size) is int and type(cached_tokens) is int \
-                and new_tokens >= 0 and chunk_size >= 1 and cached_tokens >= 0:
+                and 0 <= new_tokens <= TOKENS and 1 <= chunk_size <= TOKENS and 0 <= cached_tokens <= TOKENS:
             try:
                 return self._mono.peak(new_tokens, chunk_size, cached_tokens)
             except OmlxProfilesError as e:
@@ -338,8 +348,8 @@ class MemoryMonitor(SeedMonitor):
         executor's run-ahead keeps several layers' activations live, and the rows the chunk adds are in it
         (oMLX adds ``estimate_prompt_kv_bytes(n_tokens)`` on top: counted twice, the safe side). Without
         model info: 0 (logged). Never negative."""
-        n = check_count("n_tokens", n_tokens)
-        kv = check_count("kv_len", kv_len)
+        n = check_count("n_tokens", n_tokens, maximum=TOKENS)
+        kv = check_count("kv_len", kv_len, maximum=TOKENS)
         if self._fast is None:
             return self._no_info("estimate_chunk_transient_bytes")
         if n == 0:
@@ -356,6 +366,7 @@ class MemoryMonitor(SeedMonitor):
         if not self._eviction_enabled:
             raise RuntimeError("estimate_blocks_to_free called on a MemoryMonitor constructed with "
                                "eviction_enabled=False")
+        bytes_to_free = check_count("bytes_to_free", bytes_to_free)  # -1 or True asked for a block; "8" a TypeError
         block_mem = self.estimate_block_memory(block_size)
         if block_mem <= 0:
             return 0

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..dtypes import DTYPE_BYTES
 from ..peak import kernels as _routes
+from ..validation import check_count
 
 # oMLX's module-level names its own code and tests import (kept with the values oMLX 70fa3482 had; the
 # facade does not use them: its kernel routes come from profiles/kernels per backend and MLX version)
@@ -35,6 +36,15 @@ def estimate_unfused_sdpa_call_bytes(n_q_heads: int, query_tokens: int, kv_len: 
     ``n_q x qL x kL`` (where/softmax reuse it: one buffer), the scaled q and the output, all in the compute
     dtype. Differs from oMLX: the output is in the compute dtype (oMLX charged fp32) and the scaled q copy
     is counted; a "causal" mask adds ``qL x kL`` bytes (bool), charged by the full model."""
+    # oMLX's callers pass model numbers: a bad one is a ValueError naming it (a negative head count gave a
+    # negative byte count, a string a TypeError from the arithmetic, 2**80 a 31-digit answer)
+    n_q_heads = check_count("n_q_heads", n_q_heads, minimum=1, maximum=2**31 - 1)
+    query_tokens = check_count("query_tokens", query_tokens)
+    kv_len = check_count("kv_len", kv_len)
+    head_dim = check_count("head_dim", head_dim, minimum=1, maximum=2**31 - 1)
+    if isinstance(score_dtype_size, bool) or not isinstance(score_dtype_size, (int, float)) or not 0 < score_dtype_size <= 8:
+        raise ValueError(f"estimate_unfused_sdpa_call_bytes: score_dtype_size must be a positive number (at most 8), "
+                         f"got {score_dtype_size!r}")
     s = score_dtype_size
     return int(n_q_heads * query_tokens * kv_len * s + 2 * n_q_heads * query_tokens * head_dim * s)
 

@@ -20,11 +20,31 @@ class UniformModel(NamedTuple):
     kv_cache_layers: int  # the KV caches oMLX declared (what it reads back as ``_num_kv_cache_layers``)
 
 
-def _positive_number(name: str, v: Any, *, allow_none: bool = True) -> None:
+#: Bounds on oMLX's numbers, the config reader's own (mlxlm.config): a layer count of 2**31 built a list
+#: of 2**31 layers (a hang, then MemoryError), 2**80 an OverflowError; a width above 2**31 - 1 is no MLX
+#: shape; no dtype is wider than 8 bytes.
+MAX_WIDTH = 2**31 - 1
+MAX_ELEMENT_BYTES = 8
+
+
+def _positive_number(name: str, v: Any, *, allow_none: bool = True, maximum: float = MAX_ELEMENT_BYTES,
+                     where: str = "set_model_info") -> None:
     if v is None and allow_none:
         return
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v < float("inf")):
-        raise ValueError(f"set_model_info: {name} must be a positive finite number, got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v <= maximum):
+        raise ValueError(f"{where}: {name} must be a positive number (at most {maximum:,}), got {v!r}")
+
+
+def check_dims(where: str, maximum: dict | None = None, **dims: Any) -> None:
+    """Each given (not None) dimension is a positive integer within its bound; ``ValueError`` naming it."""
+    from ..mlxlm.config import MAX_LAYERS
+
+    for name, v in dims.items():
+        if v is None:
+            continue
+        top = (maximum or {}).get(name, MAX_LAYERS if name == "num_layers" else MAX_WIDTH)
+        if not pos_int(v) or v > top:
+            raise ValueError(f"{where}: {name} must be a positive integer (at most {top:,}), got {v!r}")
 
 
 def _dtype_name(size: float | None) -> str:
@@ -39,19 +59,18 @@ def check_model_info(num_layers: Any, num_kv_heads: Any, head_dim: Any, *, dtype
     silent 0); else the ``(count, window)`` rotating groups that are usable (non-positive ones are dropped,
     as oMLX ignored them)."""
     for name, v in (("num_layers", num_layers), ("num_kv_heads", num_kv_heads), ("head_dim", head_dim)):
-        if not pos_int(v):
-            raise ValueError(f"set_model_info: {name} must be a positive integer, got {v!r}")
-    for name, v in (("num_attention_heads", num_attention_heads), ("hidden_size", hidden_size),
-                    ("intermediate_size", intermediate_size)):
-        if v is not None and not pos_int(v):
-            raise ValueError(f"set_model_info: {name} must be a positive integer or None, got {v!r}")
+        if v is None:
+            raise ValueError(f"set_model_info: {name} must be a positive integer, got None")
+    check_dims("set_model_info", num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=head_dim,
+               num_attention_heads=num_attention_heads, hidden_size=hidden_size, intermediate_size=intermediate_size)
     if num_kv_cache_layers is not None and (isinstance(num_kv_cache_layers, bool)
-                                            or not isinstance(num_kv_cache_layers, int) or num_kv_cache_layers < 0):
-        raise ValueError(f"set_model_info: num_kv_cache_layers must be an integer >= 0 or None, "
+                                            or not isinstance(num_kv_cache_layers, int)
+                                            or not 0 <= num_kv_cache_layers <= 4 * num_layers):
+        raise ValueError(f"set_model_info: num_kv_cache_layers must be an integer from 0 to 4 x num_layers or None, "
                          f"got {num_kv_cache_layers!r}")
     _positive_number("dtype_size", dtype_size, allow_none=False)
     _positive_number("compute_dtype_size", compute_dtype_size)
-    _positive_number("kv_bytes_per_token", kv_bytes_per_token)
+    _positive_number("kv_bytes_per_token", kv_bytes_per_token, maximum=float(1 << 40))
     rot: list[tuple[int, int]] = []
     for spec in rotating_layer_specs or ():
         try:
@@ -61,8 +80,8 @@ def check_model_info(num_layers: Any, num_kv_heads: Any, head_dim: Any, *, dtype
         if pos_int(count) and pos_int(window):
             rot.append((int(count), int(window)))
     ane = ane_prefill_transient_bytes
-    if isinstance(ane, bool) or not isinstance(ane, int):
-        raise ValueError(f"set_model_info: ane_prefill_transient_bytes must be an integer, got {ane!r}")
+    if isinstance(ane, bool) or not isinstance(ane, int) or not 0 <= ane <= 1 << 50:
+        raise ValueError(f"set_model_info: ane_prefill_transient_bytes must be an integer from 0 to 2**50, got {ane!r}")
     return rot
 
 

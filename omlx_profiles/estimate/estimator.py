@@ -156,7 +156,7 @@ class Estimator:
         if fp is not None:
             new, chunk, cached = request.new_tokens, request.chunk, request.cached
             try:
-                b = envelope_bounds(new, chunk, cached, fp)
+                b = envelope_bounds(new, chunk, cached, fp, usable - w)
                 if b is not None:
                     lo, hi = b
                     if w + hi <= usable:

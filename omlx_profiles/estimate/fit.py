@@ -81,10 +81,20 @@ def longest(est: Estimator, budget: int, weights_bytes: int, reserve: int, req: 
     return mt if mt > req.cached else 0
 
 
+def cached_within_context(res, cached: int) -> None:
+    """A fit question whose cached prefix already fills the model's context has no answer: every prompt
+    after it is past ``max_context`` (it was answered "does not fit at any context", a memory verdict)."""
+    max_ctx = res.profile.max_context
+    if max_ctx and cached >= max_ctx:
+        raise InputError(f"--cached {cached:,} is at or past the model's context of {max_ctx:,} (max_context): "
+                         "no prompt can follow that prefix")
+
+
 def compute_fit(res, req: FitRequest, budget: int, weights, reserve: int) -> dict:
     """The ``fit --json`` dict: the longest prompt within ``budget - reserve``, the estimate there and the
     total one step further. ``weights``: a resolved ``WeightsInfo`` (its bytes must be known)."""
     max_ctx = res.profile.max_context
+    cached_within_context(res, req.cached)
     base = {
         "model": res.query, "variant": res.profile.name, "family": res.profile.family,
         "budget_bytes": budget, "reserve_bytes": reserve, "usable_bytes": budget - reserve,

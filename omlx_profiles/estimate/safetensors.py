@@ -315,12 +315,25 @@ def read_checkpoint(directory: str | os.PathLike) -> CheckpointHeaders:
                                    "not a checkpoint this tool walks")
         headers.append(h)
     headers = tuple(headers)
+    _no_tensor_twice(headers)
     if weight_map is not None:
         by_file = {h.path.name: {t.name for t in h.tensors} for h in headers}
         for tensor, fname in weight_map.items():
             if tensor not in by_file.get(fname, ()):
                 raise SafetensorsError(f"{index_path}: tensor {_shown(tensor)} is mapped to {fname} but that file does not hold it")
     return CheckpointHeaders(d, headers, index_path if weight_map is not None else None)
+
+
+def _no_tensor_twice(headers) -> None:
+    """mlx-lm loads every file into one dict: a tensor held by two shards is loaded once and was counted
+    twice (the "exact" sum too large by its bytes). Two copies mean a mixed-up download: said, not summed."""
+    seen: dict[str, Path] = {}
+    for h in headers:
+        for t in h.tensors:
+            first = seen.setdefault(t.name, h.path)
+            if first is not h.path:
+                raise SafetensorsError(f"{h.path}: tensor {_shown(t.name)} is also in {first.name}: two weight files "
+                                       "hold it (mixed downloads?); mlx-lm would load one copy")
 
 
 _SHARD = re.compile(r"^(model.*)-(\d+)-of-(\d+)\.safetensors$")
@@ -338,6 +351,10 @@ def _check_numbered_shards(d: Path, files: list[Path]) -> None:
     for (stem, total), have in groups.items():
         if total > MAX_SHARDS:
             raise SafetensorsError(f"{d}: shard names say {total} shards; at most {MAX_SHARDS} are read")
+        wrong = sorted(i for i in have if not 1 <= i <= total)
+        if wrong:
+            raise SafetensorsError(f"{d}: shard number {wrong[0]} of {total} in a file name "
+                                   f"({stem}-...-of-{total}.safetensors): numbers run from 1 to {total}")
         missing = [i for i in range(1, total + 1) if i not in have]
         if missing:
             width = len(next(m.group(2) for f in files if (m := _SHARD.match(f.name))))

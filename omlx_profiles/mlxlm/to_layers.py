@@ -116,10 +116,60 @@ def _info(c: Ctx) -> None:
         v = _soft_int(c, key) if fld not in d.fields else None
         if v is not None:
             d.put(fld, v, r.where(key))
+    _rope_context(c)
     tie = r.raw("tie_word_embeddings", None)
     if isinstance(tie, bool):
         d.put("tie_word_embeddings", tie, r.where("tie_word_embeddings"))
     _moe(c)
+
+
+#: RoPE types mlx-lm's ``initialize_rope`` builds (models/rope_utils.py); any other raises ValueError there
+ROPE_TYPES = ("default", "linear", "dynamic", "llama3", "yarn", "deepseek_yarn", "telechat3-yarn", "longrope",
+              "proportional", "mrope")
+_YARN = ("yarn", "deepseek_yarn", "telechat3-yarn")
+MAX_ROPE_FACTOR = 4096  # real ones are 4-64; a factor of 10**400 reached float formatting (OverflowError)
+
+
+def _rope_context(c: Ctx) -> None:
+    """The context a YaRN ``rope_scaling`` gives: ``factor x original_max_position_embeddings`` when that
+    is more than ``max_position_embeddings`` (Qwen3's model card: add ``{"rope_type": "yarn", "factor":
+    4.0, "original_max_position_embeddings": 32768}`` for 131,072 tokens, leaving 40,960 as it was; vLLM
+    derives its limit the same way). Dropping it reported every prompt past 40,960 as past the context.
+    ``rope_scaling`` (``rope_parameters`` in newer transformers) is checked the way mlx-lm reads it:
+    an object or null, a RoPE type mlx-lm builds, a finite ``factor`` >= 1 where the type uses one."""
+    r, d = c.r, c.d
+    key = "rope_scaling" if r.raw("rope_scaling", None) is not None else "rope_parameters"
+    rs = r.raw(key, None)
+    if rs is None:
+        return
+    where = f"{r.label}: {r.prefix}{key}"
+    if not isinstance(rs, dict):
+        raise InputError(f"{where} must be an object (or null), got {shown(rs)}")
+    kind = rs.get("type") or rs.get("rope_type", "default")
+    if key == "rope_parameters" and kind == "default" and "factor" not in rs:
+        return  # transformers 5 keeps rope_theta here too: no scaling
+    if not isinstance(kind, str) or kind not in ROPE_TYPES:
+        # a model module may read its own types (phi3's "su"): said, and no context is derived from it
+        d.notes.append(f"{where}: RoPE type {shown(kind)} is not one mlx-lm's initialize_rope builds "
+                       f"({', '.join(ROPE_TYPES)}); max_context is max_position_embeddings alone")
+        return
+    factor = rs.get("factor")
+    if kind in ("linear", "dynamic", "llama3") + _YARN or factor is not None:
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1 <= factor <= MAX_ROPE_FACTOR:
+            raise InputError(f"{where}.factor must be a number from 1 to {MAX_ROPE_FACTOR:,} for RoPE type "
+                             f"{kind!r}, got {shown(factor)}")
+    orig = rs.get("original_max_position_embeddings")
+    if orig is not None and (isinstance(orig, bool) or not isinstance(orig, int) or not 0 < orig <= MAX_DIM):
+        raise InputError(f"{where}.original_max_position_embeddings must be a positive integer, got {shown(orig)}")
+    if kind not in _YARN or orig is None:
+        return
+    extended = min(int(factor * orig), MAX_DIM)
+    have = d.fields.get("max_context")
+    if have is None or extended > have:
+        d.put("max_context", extended, f"{where} (YaRN: factor {factor:g} x "
+                                                     f"original_max_position_embeddings {orig:,})")
+        d.notes.append(f"{r.label}: max_context {extended:,} from {r.prefix}{key} (YaRN factor "
+                       f"{factor:g} x {orig:,}){'' if have is None else f', above max_position_embeddings {have:,}'}")
 
 
 def _soft_int(c: Ctx, key: str, *, zero_ok: bool = False) -> int | None:

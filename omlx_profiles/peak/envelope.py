@@ -145,18 +145,19 @@ def tight_upper(fast, new: int, chunk: int, cached: int, memo: dict) -> int | No
     return v
 
 
-def envelope_bounds(new: int, chunk: int, cached: int, fast) -> tuple[int | None, int] | None:
+def envelope_bounds(new: int, chunk: int, cached: int, fast, need: int | None = None) -> tuple[int | None, int] | None:
     """(lower or ``None``, upper) of ``envelope_total`` from ``FastPeak``'s bounds alone (``Estimator.fits``, in
     microseconds): the lower bound of the request's own exact total (the envelope is above it), and the
     maximum of the tight upper bounds (``FastPeak.bounds``) of every ``V`` in the envelope and of its ``U``
-    terms. ``None`` where a bound is missing (the exact model answers)."""
-    b = fast.bounds(new, chunk, cached)
+    terms. ``need``: the bytes the budget leaves (``FastPeak.bounds`` refines only where it falls between its
+    lines). ``None`` where a bound is missing (the exact model answers)."""
+    b = fast.bounds(new, chunk, cached, need)
     if b is None:
         return None
     lo, hi = b
     for m in dominating_lengths(new, chunk):
         if m != new or cached:
-            bm = fast.bounds(m, chunk, 0)
+            bm = fast.bounds(m, chunk, 0, need)
             if bm is None:
                 return None
             if bm[1] > hi:

@@ -79,6 +79,36 @@ class _Live:
         return {k: int(round(v)) for k, v in terms.items()}
 
 
+def carried_per_item(items: list[Item]) -> list[float]:
+    """``_Live.carried`` of a window starting inside each item, for every item in one pass: the same additions
+    in the same order (items j-8 .. j-2 whose carry reaches j, then item j-1's output and carry). One rule for
+    ``window_max`` and the CUDA fit bounds (``peak.fast_cuda``), which must agree with it byte for byte."""
+    n = len(items)
+    out_of = [it.bytes if it.out < 0 else it.out for it in items]
+    carry = [it.carry for it in items]
+    reach = [i + it.carry_items for i, it in enumerate(items)]
+    carried = [0.0] * n
+    carriers = [i for i in range(n) if carry[i]]
+    nc, p0 = len(carriers), 0
+    for j in range(1, n):
+        c = 0.0
+        while p0 < nc and carriers[p0] < j - 8:
+            p0 += 1
+        p = p0
+        while p < nc and carriers[p] < j - 1:
+            i = carriers[p]
+            if reach[i] >= j:
+                c += carry[i]
+            p += 1
+        add = out_of[j - 1]
+        if carry[j - 1] and reach[j - 1] >= j:
+            add += carry[j - 1]
+        if add:
+            c += add
+        carried[j] = c
+    return carried
+
+
 def window_max(items: list[Item], window: int, op_weight: int = 1, view_weight: int = 0, *,
                all_sums: list | None = None) -> tuple[int, dict[str, int]]:
     """Max over windows of ``window`` executor slots of the bytes live there (``_Live``).
@@ -99,30 +129,7 @@ def window_max(items: list[Item], window: int, op_weight: int = 1, view_weight: 
     total, last = b[-1], live.cum[-1]
     w = min(window, total)
     size = [it.bytes for it in items]
-    out_of = [it.bytes if it.out < 0 else it.out for it in items]
-    carry = [it.carry for it in items]
-    reach = [i + it.carry_items for i, it in enumerate(items)]
-    # carried[j]: ``_Live.carried`` of a window starting inside item j, the same additions in the same order
-    # (items j-8 .. j-2 whose carry reaches j, then item j-1's output and carry), for every j in one pass
-    carried = [0.0] * n
-    carriers = [i for i in range(n) if carry[i]]
-    nc, p0 = len(carriers), 0
-    for j in range(1, n):
-        c = 0.0
-        while p0 < nc and carriers[p0] < j - 8:
-            p0 += 1
-        p = p0
-        while p < nc and carriers[p] < j - 1:
-            i = carriers[p]
-            if reach[i] >= j:
-                c += carry[i]
-            p += 1
-        add = out_of[j - 1]
-        if carry[j - 1] and reach[j - 1] >= j:
-            add += carry[j - 1]
-        if add:
-            c += add
-        carried[j] = c
+    carried = carried_per_item(items)
 
     bisect_right = bisect.bisect_right
     best, best_lo = -1.0, 0.0

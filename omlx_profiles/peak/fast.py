@@ -53,7 +53,8 @@ class _Chunk:
     step, without a prefix (``peak.fast_top``)."""
 
     __slots__ = ("tops", "calls", "beyond", "last", "last_beyond", "lower", "full", "add_full", "model", "grid",
-                 "grid_v", "one", "slack", "ltops", "lasts", "first", "top", "short")
+                 "grid_v", "one", "slack", "ltops", "lasts", "first", "top", "short", "mid", "own", "lgrow", "lfit",
+                 "row", "own_k")
 
     def __init__(self, model, tops, calls, beyond, last, last_beyond, lower, add_full):
         self.model = model
@@ -66,8 +67,8 @@ class _Chunk:
         self.full = calls[-1]
         self.add_full = add_full
         self.grid = self.grid_v = self.first = None
-        self.top = self.short = None
-        self.one = 0
+        self.top = self.short = self.mid = self.lgrow = self.lfit = self.own_k = None
+        self.one = self.row = 0
         self.slack = model.slack
 
 
@@ -162,9 +163,9 @@ class FastPeak:
         c = self._chunks[(chunk, True)]
         if c.grid is None:
             self._fresh_grid(c, chunk)
-        if c.top:
-            c.top.prepare()
-        c.short.prepare()
+        for t in (c.top, c.mid, c.short):
+            if t:
+                t.prepare()
 
     def total_bound(self, new_tokens: int, chunk: int, cached: int = 0) -> int | None:
         """An upper bound of ``held before + peak`` (the prefix's cache included), or ``None`` where the
@@ -178,15 +179,24 @@ class FastPeak:
                 c.lower = c.model.pieces(chunk, chunk, "lower")[0]
         return self._total(c, new_tokens, chunk, cached)
 
-    def bounds(self, new_tokens: int, chunk: int, cached: int = 0) -> tuple[int | None, int] | None:
-        """(lower or ``None``, upper) of ``held before + peak``, as tight as the precomputed bounds allow (what
-        ``Estimator.fits`` decides from), or ``None`` where the answer is the exact model (``exact_only``). A
-        prompt of at most a chunk and a token without a prefix is bounded by ``peak.fast_short`` (exact
-        totals at points of its call's size, chords and tangents between them)."""
+    def bounds(self, new_tokens: int, chunk: int, cached: int = 0,
+               need: int | None = None) -> tuple[int | None, int] | None:
+        """(lower or ``None``, upper) of ``held before + peak`` (what ``Estimator.fits`` decides from), or
+        ``None`` where the answer is the exact model (``exact_only``). First the lines (``total_bound``,
+        ``total_lower``); where ``need`` (the bytes the budget leaves) falls between them -- or ``need`` is
+        ``None`` -- as tight as the precomputed points allow:
+
+        * a prompt of at most a chunk and a token without a prefix: ``peak.fast_short`` (exact totals at
+          points of its one call's size, chords and tangents between them; any chunk size);
+        * chunks of whole 256-row steps: the shorter call at points of its size (``peak.fast_top``, every
+          size, not only the chunk's last step); after a prefix, the calls past the first full chunk from
+          the prefix-free bounds at their offsets (``_refined``)."""
         hi = self.total_bound(new_tokens, chunk, cached)
         if hi is None:
             return None
         lo = self.total_lower(new_tokens, chunk, cached)
+        if need is not None and (hi <= need or (lo is not None and lo > need)):
+            return lo, hi
         if not cached and new_tokens <= chunk + 1:
             c = self._chunks[(chunk, True)]
             if new_tokens == 1:
@@ -196,39 +206,48 @@ class FastPeak:
                 hi = su
             if sl is not None and (lo is None or sl > lo):
                 lo = sl
-        elif cached and chunk % STEP == 0 and new_tokens > chunk + 1:
-            lo, hi = self._after_prefix(new_tokens, chunk, cached, lo, hi)
+        elif chunk % STEP == 0 and new_tokens > chunk + 1:
+            lo, hi = self._refined(new_tokens, chunk, cached, lo, hi)
         return lo, hi
 
-    def _after_prefix(self, new: int, S: int, cached: int, lo: int | None, hi: int) -> tuple[int | None, int]:
-        """Tighter bounds of a prompt of more than a chunk and a token after a prefix, chunks of whole 256-row
-        steps. After a full chunk call the caches are in the state they would be in without a prefix at the
-        same offset: every ``KVCache`` grew to exactly its offset (its capacity phase is the chunk's own:
-        ``cycle_reach``), a rotating cache holds ``min(offset, window - 1 + S)`` rows in temporal order. So the
-        shorter call, the last token and the full calls after the first are bounded by the prefix-free
-        bounds at their offsets (the shorter call in the chunk's last step to a few KB: ``peak.fast_top``);
-        the first full call, whose state is the prefix's, keeps its own bound."""
+    def _refined(self, new: int, S: int, cached: int, lo: int | None, hi: int) -> tuple[int | None, int]:
+        """Tighter bounds of a prompt of more than a chunk and a token, chunks of whole 256-row steps: the
+        shorter call from ``peak.fast_top``'s points instead of its bucket. After a prefix, past the first
+        full chunk call the caches are in the state they would be in without one at the same offset: every
+        ``KVCache`` grew to exactly its offset (the chunk's own capacity phase: ``cycle_reach``), a rotating
+        cache holds ``min(offset, window - 1 + S)`` rows in temporal order; so the shorter call, the last
+        token and the full calls after the first are bounded by the prefix-free bounds at their offsets; the
+        first full call, whose state is the prefix's, keeps its own bound."""
         k, r = divmod(new - 1, S)
         cf = self._chunks.get((S, True)) or self._chunk(S, True)
-        c = self._chunks[(S, False)]
         off = cached + S * k
-        u = cf.lasts[bisect_left(cf.ltops, r or S)].at(cached + new - 1)
-        f = c.full.at(cached)
+        u = cf.lasts[bisect_left(cf.ltops, r or S)].at(cached + new - 1)  # the last token
+        if cf.lgrow is not None:  # every KVCache grows by a step iff the shorter call filled its last one
+            f = cf.lgrow.at(cached + new - 1) if r % STEP == 0 else \
+                cf.lfit.at(cached + new - 1) + int(-r % STEP * cf.row) + 1
+            if f < u:
+                u = f
+        if cached:
+            f = self._chunks[(S, False)].own.at(cached)  # the first full call, after the prefix
+        else:
+            f = _chord(cf.grid, cf.grid_v, S, cf.slack)  # the first call, on fresh caches
         if f > u:
             u = f
         if k > 1:
-            f = cf.full.at(off - S)
+            f = cf.own_k.at(off - S)  # the last full call (full calls only: the chunk's own bucket)
             if f > u:
                 u = f
-            if cf.lower is None:
-                cf.lower = cf.model.pieces(S, S, "lower")[0]
-            f = cf.lower.at(off - S)
-            if lo is None or f > lo:
-                lo = f
+            if cached:
+                if cf.lower is None:
+                    cf.lower = cf.model.pieces(S, S, "lower")[0]
+                f = cf.lower.at(off - S)
+                if lo is None or f > lo:
+                    lo = f
         if r:
             f = cf.calls[_bucket(cf.tops, r)].at(off)
-            if cf.top and r >= cf.top.lo:
-                g, h = cf.top.bounds(r, off)
+            t = cf.top if cf.top and r >= cf.top.lo else cf.mid if cf.mid and cf.mid.lo <= r <= cf.mid.hi else None
+            if t is not None:
+                g, h = t.bounds(r, off)
                 if h < f:
                     f = h
                 if g is not None and (lo is None or g > lo):
@@ -411,6 +430,8 @@ class FastPeak:
             cumb = b if cumb is None else cumb.merged(b)
             calls.append(cum)
             beyond.append(cumb)
+        own = t  # the chunk's own bucket (full calls only), without the smaller buckets' (a one-token call's
+        # copy is charged in the in-place op count: GBs above a full call at long offsets, chunk 256)
         # the last token, per bucket of the call before it (a sliding cache holds window - 1 rows plus that
         # call's): one token (a prompt of one new token after a prefix), the shorter call, or a chunk
         lasts, last_b = [], []
@@ -423,10 +444,37 @@ class FastPeak:
             lasts.append(cum)
             last_b.append(cumb)
         c = _Chunk(m, tops, calls, beyond, lasts[-1], last_b[-1], None, m.add_bytes(S))
+        c.own = own
         c.ltops, c.lasts = ltops, lasts
         if fresh is True and TopStep.applies(m, S):
             c.top = TopStep(m, S, calls[-1])
+        if fresh is True and S % STEP == 0 and m.grows(2, S):  # the shorter calls below the last step
+            hi = c.top.lo - 1 if c.top else S - 1
+            if hi > 2:
+                c.mid = TopStep(m, S, calls[-1], lo=2, hi=hi, known="slide")
+            # a full call after a full chunk: the rotating caches' rows known
+            c.own_k = m.pieces(S, S, "upper", q_min=S, known="slide")[0] if m.windows() else own
+            # the last token, its KVCache layout known from the shorter call's size (``_refined``)
+            c.lgrow = m.pieces(S, S, "last", known="grow")[0]
+            c.lfit = m.pieces(S, S, "last", known="fit")[0]
+            c.row = _growing_row_bytes(m)
         return c
+
+
+def _growing_row_bytes(m: CallModel) -> float:
+    """Bytes one more row of every ``KVCache`` holds (all layers; the full-attention caches at ``kv_scale``)."""
+    from .replay import KV_SCALED_KINDS
+
+    kv = other = 0
+    for name, lt in m.p.layer_types.items():
+        for e in lt.entries:
+            if e.kind in ("full", "latent", "indexer"):
+                b = e.row_elements * m.act * m.counts[name]
+                if e.kind in KV_SCALED_KINDS:
+                    kv += b
+                else:
+                    other += b
+    return other + kv * m.kv_scale
 
 
 def _chord(grid: list[int], vals: list[int], q: int, slack: int) -> int:

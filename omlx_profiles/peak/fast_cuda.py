@@ -11,9 +11,9 @@ the full calls it evaluates is a table look-up. The only calls that depend on ``
 
 * a lower bound: the full calls' part of the exact replay (exact);
 * an upper bound: that, or a bound of the shorter call and of the last token where they may be higher
-  (see ``_Buckets``), whichever is larger.
+  (per bucket of the shorter call's query count: ``CudaFit``), whichever is larger.
 
-Where the two meet the verdict is exact; between them ``Estimator.fits`` replays.
+Where the two meet the verdict is exact; between them ``Estimator.fits`` evaluates those 1-2 calls (``CudaFit.exact``).
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from ..errors import UnsupportedError
 from ..kv.replay import MAX_CALLS, STEP
 from ..registry.profile import Profile
 from .call import activation_dtype, call_window, items_of_call, pinned_bytes, run_ahead_ops, validate_profile
-from .executor import window_max
-from .kernels import KernelRoutes, tiled_state
+from .executor import carried_per_item, window_max
+from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 from .ops.recurrent import state_snapshot_bytes
 from .replay import KV_SCALED_KINDS, EntryState, entry_bytes, scale_up
 
@@ -141,14 +141,14 @@ class CallWalk:
                 w = w2
         return w
 
-    def window_bound(self, variant, op_elems) -> int:
+    def window_bound(self, variant, op_elems, ops=None) -> int:
         """An upper bound of the window term of every call whose items lie between ``op_elems``' call and
         this variant's items (``free_graph_window``; the worst case's run-ahead window is already free of
         graph starts: a larger item never lowers it)."""
         worst, items = variant
         gc = self.kr.executor.graph_commit
         w = free_graph_window(items, gc.max_nodes, gc.max_mega_elements, gc.max_inflight_graphs + gc.margin_graphs,
-                              self.act, op_elems)
+                              self.act, op_elems, ops)
         if worst:
             w2, _ = window_max(items, run_ahead_ops(self.kr), 1, 0)
             if w2 > w:
@@ -159,22 +159,87 @@ def op_elements(items: list, act: int) -> np.ndarray:
     """Per executor op, the input elements ``graph_ends`` counts for it once ``split_ops`` has split the items
     (an item with per-op bytes becomes one item per op, each with its share of the elements -- or, where the
     item gives none, its own bytes' worth)."""
-    parts = []
+    return _Ops(items, act).per_el
+
+
+def _item_sig(it) -> tuple:
+    return (it.term, it.ops, it.views, it.nodes, it.carry_items, it.out < 0, len(it.op_bytes),
+            isinstance(it.elems, tuple))
+
+
+def _sig(items: list) -> tuple:
+    """The structure of a call's items (what must match for one call's sizes to bound another's). A call's
+    layers share their item objects (``items_of_call`` builds one list per layer type): each is read once."""
+    seen: dict[int, tuple] = {}
+    out = []
     for it in items:
-        n = max(1, it.ops)
-        e = it.elems
-        if it.op_bytes and len(it.op_bytes) == n and n > 1:
-            el = e if isinstance(e, tuple) and len(e) == n else ((e or 0) // n,) * n
-            parts.append(np.array([x if x else b // max(act, 1) for x, b in zip(el, it.op_bytes)], dtype=np.float64))
-        elif isinstance(e, tuple) and len(e) == n:
-            parts.append(np.asarray(e, dtype=np.float64))
-        else:
-            parts.append(np.full(n, (e or it.bytes // max(act, 1)) / n))
-    return np.concatenate(parts) if parts else np.zeros(0)
+        v = seen.get(id(it))
+        if v is None:
+            v = seen[id(it)] = _item_sig(it)
+        out.append(v)
+    return tuple(out)
+
+
+class _Ops:
+    """One call's items as per-op arrays (executor order, after ``split_ops``): kernel nodes, input elements,
+    bytes, and for a window starting at each op the outputs carried into it (``_Live.carried``); plus the
+    items' structure, to compare two calls. Built once per item list (a bucket's ends are shared); a call's
+    layers share their item objects, so each distinct item is read once."""
+
+    __slots__ = ("sig", "byts", "outs", "carries", "per_node", "per_el", "per_byte", "owner", "carried", "m")
+
+    def __init__(self, items: list, act: int):
+        from .executor import split_ops
+
+        a = max(act, 1)
+        seen: dict[int, tuple] = {}
+        rows = []
+        for it in items:
+            r = seen.get(id(it))
+            if r is None:
+                n = max(1, it.ops)
+                e = it.elems
+                special = bool((it.op_bytes and len(it.op_bytes) == n and n > 1) or (isinstance(e, tuple) and len(e) == n))
+                r = seen[id(it)] = (it.bytes, it.bytes if it.out < 0 else it.out, it.carry, n,
+                                    (it.nodes if it.nodes >= 0 else it.ops) / n, 0.0 if special else (e or it.bytes // a) / n,
+                                    special, _item_sig(it), split_ops([it]))
+            rows.append(r)
+        self.sig = tuple(r[7] for r in rows)
+        self.byts = np.array([r[0] for r in rows], dtype=np.float64)
+        self.outs = np.array([r[1] for r in rows], dtype=np.float64)
+        self.carries = np.array([r[2] for r in rows], dtype=np.float64)
+        counts = np.array([r[3] for r in rows], dtype=np.int64)
+        self.per_node = np.repeat(np.array([r[4] for r in rows], dtype=np.float64), counts)
+        self.per_el = np.repeat(np.array([r[5] for r in rows], dtype=np.float64), counts)
+        if any(r[6] for r in rows):
+            starts = np.concatenate(([0], np.cumsum(counts)))
+            for idx, r in enumerate(rows):
+                if not r[6]:
+                    continue
+                it, n = items[idx], r[3]
+                e = it.elems
+                if it.op_bytes and len(it.op_bytes) == n and n > 1:
+                    el = e if isinstance(e, tuple) and len(e) == n else ((e or 0) // n,) * n
+                    vals = [x if x else b // a for x, b in zip(el, it.op_bytes)]
+                else:
+                    vals = e
+                self.per_el[starts[idx]:starts[idx + 1]] = vals
+        split = [x for r in rows for x in r[8]]
+        ops = np.array([max(1, it.ops) for it in split], dtype=np.int64)
+        self.per_byte = np.repeat(np.array([it.bytes for it in split], dtype=np.float64) / ops, ops)
+        self.m = len(split)
+        self.owner = np.repeat(np.arange(self.m), ops)  # the split item a window starting at each op is in
+        self.carried = np.array(carried_per_item(split))
+
+    def below(self, b: "_Ops") -> bool:
+        """Same structure, and every size here at most ``b``'s (then ``b`` bounds every call between them)."""
+        return (self.sig == b.sig and bool(np.all(self.byts <= b.byts)) and bool(np.all(self.outs <= b.outs))
+                and bool(np.all(self.carries <= b.carries)) and bool(np.all(self.per_el <= b.per_el))
+                and bool(np.all(self.per_byte <= b.per_byte)))
 
 
 def free_graph_window(items: list, max_nodes: int, max_mega_elements: int, inflight: int, act: int,
-                      op_elems: np.ndarray | None = None) -> int:
+                      op_elems: np.ndarray | None = None, ops: _Ops | None = None) -> int:
     """An upper bound of ``executor.graph_window_max`` over the same items that does not need to know where
     the graphs start: the live bytes from ANY op position ``x`` to the end of the ``inflight + 1``-th graph
     a chain started at ``x`` would commit.
@@ -189,26 +254,16 @@ def free_graph_window(items: list, max_nodes: int, max_mega_elements: int, infli
     later at most), and each term's rounding is covered by 1 B per item.
 
     ``op_elems``: per op, the input elements to count instead of the items' own (``op_elements`` of another
-    call of the same structure; fewer elements end graphs later: a query bucket's smallest call)."""
-    from .executor import _Live, split_ops
-
+    call of the same structure; fewer elements end graphs later: a query bucket's smallest call). ``ops``:
+    the items' ``_Ops``, where already built."""
     if not items:
         return 0
-    n_ops = np.array([max(1, it.ops) for it in items], dtype=np.int64)
-    nodes = np.array([it.nodes if it.nodes >= 0 else it.ops for it in items], dtype=np.float64)
-    per_node = np.repeat(nodes / n_ops, n_ops)
-    per_el = op_elements(items, act) if op_elems is None else op_elems
-    items = split_ops(items)
-    live = _Live(items, 1, 0)
-    m = len(items)
-    ops = np.diff(np.asarray(live.bounds, dtype=np.int64))
-    byts = np.array([it.bytes for it in items], dtype=np.float64)
-    per_byte = np.repeat(byts / ops, ops)
-    total = int(per_node.size)
-    node_cum = np.concatenate(([0.0], np.cumsum(per_node)))
+    o = ops or _Ops(items, act)
+    per_el = o.per_el if op_elems is None else op_elems
+    total = int(o.per_node.size)
+    node_cum = np.concatenate(([0.0], np.cumsum(o.per_node)))
     el_cum = np.concatenate(([0.0], np.cumsum(per_el)))
-    upto = np.concatenate(([0.0], np.cumsum(per_byte)))
-    owner = np.repeat(np.arange(m), ops)  # the item a window starting at op position x reads ``carried`` of
+    upto = np.concatenate(([0.0], np.cumsum(o.per_byte)))
     node_lim = max_nodes + 1 + 1e-6
     el_lim = float((max_mega_elements + 1) << 20) * (1 + 1e-9)
     x = np.arange(total)
@@ -221,62 +276,10 @@ def free_graph_window(items: list, max_nodes: int, max_mega_elements: int, infli
     ends = G[:-1]
     for _ in range(inflight):
         ends = G[ends]
-    carried = np.array(_carried(items))
-    best = float(np.max(upto[ends] - upto[:-1] + carried[owner])) if total else 0.0
+    best = float(np.max(upto[ends] - upto[:-1] + o.carried[o.owner])) if total else 0.0
     # float sums of up to ~1e6 ops: a relative hair on top, and 1 B per item for the terms' rounding
-    return int(best * (1 + 1e-12)) + 1 + m
+    return int(best * (1 + 1e-12)) + 1 + o.m
 
-
-def _carried(items: list) -> list[float]:
-    """``_Live.carried`` of a window starting inside each item, for every item in one pass (the same
-    additions as ``executor.window_max`` makes: items j-8 .. j-2 whose carry reaches j, then item j-1's
-    output and carry)."""
-    n = len(items)
-    out_of = [it.bytes if it.out < 0 else it.out for it in items]
-    carry = [it.carry for it in items]
-    reach = [i + it.carry_items for i, it in enumerate(items)]
-    carried = [0.0] * n
-    carriers = [i for i in range(n) if carry[i]]
-    nc, p0 = len(carriers), 0
-    for j in range(1, n):
-        c = 0.0
-        while p0 < nc and carriers[p0] < j - 8:
-            p0 += 1
-        p = p0
-        while p < nc and carriers[p] < j - 1:
-            i = carriers[p]
-            if reach[i] >= j:
-                c += carry[i]
-            p += 1
-        add = out_of[j - 1]
-        if carry[j - 1] and reach[j - 1] >= j:
-            add += carry[j - 1]
-        c += add
-        carried[j] = c
-    return carried
-
-
-def _same_shape(a: list, b: list, act: int) -> bool:
-    """Two calls' items have the same structure (terms, op and node counts, reach) and every size in ``b`` is
-    at least ``a``'s: then ``b``'s sizes bound every call between the two (each item's bytes and input
-    elements grow with the query count within one structure: activations linearly, scores with q x kL)."""
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        if (x.term != y.term or x.ops != y.ops or (x.out < 0) != (y.out < 0) or x.views != y.views or x.nodes != y.nodes
-                or x.carry_items != y.carry_items or len(x.op_bytes) != len(y.op_bytes)
-                or isinstance(x.elems, tuple) != isinstance(y.elems, tuple)):
-            return False
-        if x.bytes > y.bytes or x.carry > y.carry or (x.bytes if x.out < 0 else x.out) > (y.bytes if y.out < 0 else y.out):
-            return False
-        if isinstance(x.elems, tuple):
-            if len(x.elems) != len(y.elems) or any(u > v for u, v in zip(x.elems, y.elems)):
-                return False
-        elif (x.elems or x.bytes // act) > (y.elems or y.bytes // act):
-            return False
-        if any(u > v for u, v in zip(x.op_bytes, y.op_bytes)):
-            return False
-    return True
 
 
 #: A bucket of shorter calls (or last tokens) is split while its bound is above the full calls' part and it is
@@ -322,16 +325,23 @@ class CudaFit:
     def __init__(self, profile: Profile, routes: KernelRoutes, chunk: int, dtype: str | None = None,
                  nax: bool = False, kv_scale: float = 1.0, worst: str | None = None):
         self.c = chunk
-        self.walk = CallWalk(profile, routes, chunk, dtype, nax, kv_scale, worst)
-        self.act = self.walk.act
+        self._args = (profile, routes, chunk, dtype, nax, kv_scale, worst)
         self.max_k = (profile.max_context - 1) // chunk if profile.max_context else None
+        self._reset()
+
+    def _reset(self) -> None:
+        """Empty tables, for the tiled-kernel registry as it is now (``kernels.register_tiled`` changes routes:
+        every table is rebuilt on the next request after it, as ``FastPeak`` does)."""
+        self._gen = _TILED_VERSION[0]
+        self.walk = CallWalk(*self._args)
+        self.act = self.walk.act
         self.F: list[int] = []
         self.GM: list[int | None] = [None]  # GM[m]: max of F at each layer type's last changing call in 1..m
         self._lastj: dict[str, int] = {}
         self.snaps = [self.walk.clone()]  # the caches after j full calls
         self.L0: dict[int, int] = {}
-        self._shapeless: set[str] = set()
-        self._exact: dict[int, int] = {}  # "call" / "last": no bucket holds (see ``MAX_MISSES``)
+        self._shapeless: set[str] = set()  # "call" / "last": no bucket holds (see ``MAX_MISSES``)
+        self._exact: dict[int, int] = {}  # two-call answers (``exact``), per length
         self._leaves: dict[int, tuple] = {}  # per offset: shorter-call leaves, last-token leaves (2 classes)
         w = self.walk.clone()
         self.one = w.step(1, evaluate=True, last=True)[0]  # a one-token prompt
@@ -399,6 +409,36 @@ class CudaFit:
         rest = [r for r in range(1, c) if r not in grow_set]
 
         def leaves(kind: str, parts, s_of, rs: list) -> _Leaves:
+            cache: dict[int, list] = {}
+            sigs: dict[int, tuple] = {}
+
+            def infos(q, var):
+                v = cache.get(q)
+                if v is None:
+                    v = cache[q] = [_Ops(items, act) for _, items in var]
+                return v
+
+            def sig(t):
+                v = sigs.get(t)
+                if v is None:
+                    v = sigs[t] = tuple(_sig(items) for _, items in parts(rs[t])[1])
+                return v
+
+            def split_at(i, j):
+                """Where the items' structure changes first after ``rs[i]`` (a binary search over the structure
+                alone: cheaper than a bound), or the middle where both ends share it."""
+                s0 = sig(i)
+                if sig(j) == s0:
+                    return (i + j) // 2
+                lo, hi = i, j  # sig(lo) == s0 != sig(hi)
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    if sig(mid) == s0:
+                        lo = mid
+                    else:
+                        hi = mid
+                return lo
+
             out = []
             todo = [(0, len(rs) - 1)] if rs else []
             if kind in self._shapeless:
@@ -414,9 +454,10 @@ class CudaFit:
                 base_a, var_a = parts(a)
                 base_b, var_b = parts(b)
                 up = None
-                if all(_same_shape(x[1], y[1], act) for x, y in zip(var_a, var_b)):
-                    up = max(base_a, base_b) + max(self.walk.window_bound(y, op_elements(x[1], act))
-                                                   for x, y in zip(var_a, var_b))
+                oa, ob = infos(a, var_a), infos(b, var_b)
+                if all(x.below(y) for x, y in zip(oa, ob)):
+                    up = max(base_a, base_b) + max(self.walk.window_bound(y, x.per_el, y_ops)
+                                                   for x, y_ops, y in zip(oa, ob, var_b))
                 else:
                     misses += 1
                     if misses > MAX_MISSES:
@@ -428,7 +469,7 @@ class CudaFit:
                 if up is not None and ((floor is not None and up <= floor) or b - a < MIN_BUCKET):
                     out.append((a, up, False))
                     continue
-                m = (i + j) // 2
+                m = split_at(i, j) if up is None else (i + j) // 2
                 todo += [(i, m), (m + 1, j)]
             return _Leaves(out)
 
@@ -442,6 +483,8 @@ class CudaFit:
         """(lower, upper) of the exact replay's total for a prompt of ``new_tokens`` without a prefix; equal
         where it is known exactly; upper ``None`` where no bucket bounds the shorter call or the last token
         (``exact`` answers then)."""
+        if _TILED_VERSION[0] != self._gen:
+            self._reset()
         if new_tokens <= 1:
             return self.one, self.one
         k, r = divmod(new_tokens - 1, self.c)
@@ -468,7 +511,8 @@ class CudaFit:
         return lo, hi
 
     def exact(self, new_tokens: int) -> int:
-        """The exact replay's total, from the tables and the two calls that depend on the length."""
+        """The exact replay's total, from the tables and the calls that depend on the length (the shorter
+        call, then the last token, each only where its bucket's bound is above what is known already)."""
         lo, hi = self.bounds(new_tokens)
         if lo == hi:
             return lo
@@ -478,11 +522,21 @@ class CudaFit:
         if v is not None:
             return v
         k, r = divmod(new_tokens - 1, self.c)
+        lv = self._leaves[k]
+        pu, pe = lv[0].at(r)
+        tu, te = (lv[2] if r in lv[3] else lv[1]).at(r)
+        v = self._full_part(k, r) or 0
         w = self.snaps[k].clone()
-        p = w.step(r, evaluate=True)[0]
-        t = w.step(1, evaluate=True, last=True)[0]
-        f = self._full_part(k, r)
-        v = self._exact[new_tokens] = max(p, t) if f is None else max(f, p, t)
+        if pu is not None and (pe or pu <= v):  # known exactly, or never the highest
+            v = max(v, pu) if pe else v
+            w.step(r, evaluate=False)
+        else:
+            v = max(v, w.step(r, evaluate=True)[0])
+        if tu is not None and (te or tu <= v):
+            v = max(v, tu) if te else v
+        else:
+            v = max(v, w.step(1, evaluate=True, last=True)[0])
+        self._exact[new_tokens] = v
         return v
 
     def prepare(self, max_k: int | None = None) -> None:
@@ -490,6 +544,8 @@ class CudaFit:
         K = max_k if max_k is not None else self.max_k
         if K is None:
             return
+        if _TILED_VERSION[0] != self._gen:
+            self._reset()
         self._extend(K)
         for k in range(K + 1):
             if k not in self._leaves:

@@ -163,10 +163,10 @@ class CallModel:
             prev = Q
         return out
 
-    def breaks(self, Q: int, S: int, mode: str) -> list[int]:
+    def breaks(self, Q: int, S: int, mode: str, known: str | None = None) -> list[int]:
         b = {1}
         for W in self.windows():
-            if mode in ("upper", "fit"):
+            if mode in ("upper", "fit") and known != "slide":
                 b.update((W - 256, W - 255, W - 256 + S))
             elif mode in ("last", "one"):
                 b.update((W - 256 + (Q if mode == "last" else S), W - 1))
@@ -183,9 +183,14 @@ class CallModel:
         return sorted(x for x in b if x >= 1)
 
     # -- one synthetic call --------------------------------------------------------------------------
-    def _steps(self, Q: int, S: int, off: int, mode: str) -> tuple[dict, int, int]:
+    def _steps(self, Q: int, S: int, off: int, mode: str, known: str | None = None) -> tuple[dict, int, int]:
         """The call's cache steps in the bounding configuration, and two byte counts: what the caches hold
-        during the call at most (``hold``: held before + rows added), and what the call adds at most (``add``)."""
+        during the call at most (``hold``: held before + rows added), and what the call adds at most (``add``).
+        ``known`` (the last token of a prompt whose ``KVCache`` rows are known, ``FastPeak._refined``): every
+        ``KVCache`` grows by one step from exactly the offset (``"grow"``), or updates in place (``"fit"``: its
+        capacity's rows past the offset are the caller's, not counted here); ``"slide"``: a call after a full
+        chunk of a prompt without a prefix (or past the first full chunk after one), whose rotating caches'
+        rows are known as in the lower bound."""
         p, act = self.p, self.act
         R = self.reach(S, mode in ("last", "one"))
         G = -(-Q // STEP) * STEP
@@ -211,6 +216,12 @@ class CallModel:
                     elif mode == "lower":
                         out.append(EntryStep(e.kind, off + Q, off + Q, off + Q))
                         hk, ak = (off + Q) * rb, 0
+                    elif known == "grow":
+                        out.append(EntryStep(e.kind, off, off + STEP, off + 1, zero_rows=STEP))
+                        hk, ak = (off + STEP) * rb, STEP * rb
+                    elif known == "fit":
+                        out.append(EntryStep(e.kind, off, off, off + 1))
+                        hk, ak = off * rb, 0
                     elif mode in ("last", "one"):
                         old = off + R
                         out.append(EntryStep(e.kind, old, old + STEP, off + 1, zero_rows=STEP))
@@ -231,7 +242,7 @@ class CallModel:
                         add += ak
                 elif e.kind == "sliding":
                     W = e.window
-                    if mode == "lower" and self.fresh_history and off >= S > 1:
+                    if (mode == "lower" or known == "slide") and self.fresh_history and off >= S > 1:
                         # after a full chunk of a prompt without a prefix the rotating buffer is known: it
                         # holds min(offset, window - 1 + S) rows in temporal order, trims to window - 1
                         # and concatenates the call's (``RotatingState``)
@@ -239,6 +250,8 @@ class CallModel:
                         new = min(old, W - 1) + Q
                         out.append(EntryStep("sliding", old, new, new, trim_rows=W - 1 if old > W - 1 else 0))
                         hold += max(old, new) * rb
+                        if mode != "lower":
+                            add += Q * rb
                     elif mode == "lower":
                         old = min(off, W - 1)
                         out.append(EntryStep("sliding", old + Q, old + Q, old + Q))
@@ -267,10 +280,11 @@ class CallModel:
         """What a call of ``S`` queries adds to the caches at most (rows of every cache; no fresh state)."""
         return self._steps(S, S, 1, "upper")[2]
 
-    def sample(self, Q: int, S: int, off: int, mode: str, contract: bool = True) -> tuple[list[dict], int, int]:
+    def sample(self, Q: int, S: int, off: int, mode: str, contract: bool = True,
+               known: str | None = None) -> tuple[list[dict], int, int]:
         """Every executor-window position's bytes (per window slid) of the bounding call, plus its ``hold``
         and ``add`` (``_steps``); ``pinned`` is in the window sums."""
-        steps, hold, add = self._steps(Q, S, off, mode)
+        steps, hold, add = self._steps(Q, S, off, mode, known)
         last = mode == "last"
         q = 1 if mode in ("last", "one") else Q
         ctx, items = items_of_call(self.p, q, off, steps, self.routes, self.tiled, self.dtype, self.act, self.nax,
@@ -289,28 +303,28 @@ class CallModel:
         pinned = sum(pinned_bytes(self.p, steps, q, self.act).values())
         return [{pos: v + pinned for pos, v in s.items()} for s in all_sums], hold, add
 
-    def pieces(self, Q: int, S: int, mode: str, q_min: int = 1) -> tuple[Pieces, Pieces]:
+    def pieces(self, Q: int, S: int, mode: str, q_min: int = 1, known: str | None = None) -> tuple[Pieces, Pieces]:
         """``_pieces`` of the call; a multi-token call that may either grow the caches or fit in them
         (``self.reach(S) >= q_min``) is the maximum of both layouts."""
-        t, b = self._pieces(Q, S, mode)
+        t, b = self._pieces(Q, S, mode, known)
         if mode == "upper" and self.reach(S) >= q_min:
             t2, b2 = self._pieces(Q, S, "fit")
             t, b = t.merged(t2), b.merged(b2)
         return t, b
 
-    def _pieces(self, Q: int, S: int, mode: str) -> tuple[Pieces, Pieces]:
+    def _pieces(self, Q: int, S: int, mode: str, known: str | None = None) -> tuple[Pieces, Pieces]:
         """(held + peak, added + peak) of the call as ``Pieces`` over the offset. Between the breakpoints
         (``breaks``) a piece whose window layout still changes (an item that appears past a kv length the
         op model sets, e.g. DSA's indexer top-k) is split where it changes (bisection on the offset)."""
         # one token: a growing cache may grow or not, a sliding one rotate in place or not: one item bounds
         # both layouts of every update (``_contract``); the lower bound always takes the copy's slots
-        contract = mode in ("lower", "last", "one")
+        contract = mode in ("lower", "last", "one") and not (known and not self.windows())
         memo: dict[int, tuple] = {}
 
         def at(off: int):
             r = memo.get(off)
             if r is None:
-                r = memo[off] = self.sample(Q, S, off, mode, contract)
+                r = memo[off] = self.sample(Q, S, off, mode, contract, known)
             return r
 
         def layout(r) -> tuple:
@@ -326,7 +340,7 @@ class CallModel:
             split(lo, mid)
             split(mid + 1, hi)
 
-        br = self.breaks(Q, S, mode)
+        br = self.breaks(Q, S, mode, known)
         for k, lo in enumerate(br):
             split(lo, br[k + 1] - 1 if k + 1 < len(br) else lo + FAR)
         lower = mode == "lower"

@@ -26,23 +26,34 @@ from .fast_lines import CallModel
 from .fast_pieces import Pieces
 
 GAP = 32  # query counts between the coarse points
-BAND = 32 << 10  # a coarse segment is halved while its bounds are more than this apart (Estimator.fits: 64 KiB)
+BAND = 32 << 10  # a coarse segment is halved while its bounds are more than this apart, or half of
+# Estimator.fits's margin where that is more (1/65,536 of the total)
 DEPTH = 3  # ... at most this many times (a DeepSeek-V3's 128 heads want 4-query gaps at long prompts)
 
 
 class TopStep:
-    """The shorter call's bounds for sizes ``lo .. S - 1`` (``applies``), per offset."""
+    """The shorter call's bounds for sizes ``lo .. hi`` (default: the chunk's last step, ``applies``), per offset.
+    Over several 256-row steps (``lo`` 1: ``FastPeak.bounds``'s shorter calls below the last step, where a
+    wide unfused attention leaves a bucket's bound GBs high) the rows a call adds jump at every step
+    (``256 * ceil(q / 256)``): each step's first and last count are points, and no tangent crosses a step."""
 
-    def __init__(self, m: CallModel, S: int, full: Pieces):
-        self.m, self.S, self.full = m, S, full
-        self.lo = lo = STEP * ((S - 1) // STEP) + 1
-        pts = {lo, lo + 1, S - 1} | set(range(lo, S - 1, GAP))
+    def __init__(self, m: CallModel, S: int, full: Pieces, lo: int | None = None, hi: int | None = None,
+                 known: str | None = None):
+        self.m, self.S, self.full, self.known = m, S, full, known
+        self.lo = lo = STEP * ((S - 1) // STEP) + 1 if lo is None else lo
+        self.hi = hi = S - 1 if hi is None else hi
+        pts = {lo, lo + 1, hi} | set(range(lo, hi, GAP))
+        j = STEP * (lo // STEP + 1)
+        while j < hi:  # a step's last count and the next one's first
+            pts.update((j, j + 1))
+            j += STEP
         for t in m.changes:  # a threshold: its last count and the next one's first are both points
-            if lo <= t < S - 1:
+            if lo <= t < hi:
                 pts.update((t, t + 1))
-        self.coarse = sorted(pts)
+        self.coarse = sorted(x for x in pts if lo <= x <= hi)
         self._pts: dict[int, tuple[Pieces, Pieces, tuple]] = {}
         self._seg: dict[int, list[int]] = {}
+        self._layouts: dict[tuple, int] = {}
 
     @staticmethod
     def applies(m: CallModel, S: int) -> bool:
@@ -66,7 +77,9 @@ class TopStep:
         p = self._pts.get(q)
         if p is None:
             m, S = self.m, self.S
-            p = self._pts[q] = (m.pieces(q, S, "upper", q_min=q)[0], m.pieces(q, S, "lower")[0], m._layout(q, S))
+            # the item structure as a small int (equal structures, equal ids): compared on every request
+            lay = self._layouts.setdefault(m._layout(q, S), len(self._layouts))
+            p = self._pts[q] = (m.pieces(q, S, "upper", q_min=q, known=self.known)[0], m.pieces(q, S, "lower")[0], lay)
         return p
 
     def _segment(self, j: int) -> list[int]:
@@ -84,7 +97,7 @@ class TopStep:
                     r = (x + y) // 2
                     for off in (S, 16 * S, 64 * S):
                         lo, up = self._eval(j, pts, r, off)
-                        if lo is None or up - lo > BAND:
+                        if lo is None or up - lo > max(BAND, up >> 17):
                             more.append(r)
                             break
                 if not more:
@@ -109,12 +122,13 @@ class TopStep:
         up = ua + -(-(ub - ua) * (r - a) // (b - a))
         lo = la = la_p.at(off)
         z = pts[i - 1] if i else (self.coarse[j - 1] if j else None)
-        if z is not None and self._point(z)[2] == lay:
+        step = (r - 1) // STEP  # the tangents' points in the call's own 256-row step
+        if z is not None and (z - 1) // STEP == step and self._point(z)[2] == lay:
             s = (la - self._point(z)[0].at(off)) / (a - z)
             if s > 0:
                 lo = la + int(s * (r - a))
         d = pts[i + 2] if i + 2 < len(pts) else (self.coarse[j + 2] if j + 2 < len(self.coarse) else None)
-        if d is not None and self._point(d)[2] == lay:
+        if d is not None and (d - 1) // STEP == step and self._point(d)[2] == lay:
             lb = lb_p.at(off)
             s = (self._point(d)[0].at(off) - lb) / (d - b)
             v = lb - int(s * (b - r)) - 1

@@ -203,7 +203,12 @@ def _check_query(query: object) -> str:
     m = _BAD_CHARS.search(q)
     if m:
         raise InputError(f"model id contains a control or invisible character (U+{ord(m.group()):04X} at position {m.start()})")
-    return q
+    # a Hub address pasted from the browser names the same repo: without this, "https:" was taken for an
+    # organisation ("matched by repo name under another organisation")
+    return _HUB_URL.sub("", q, count=1)
+
+
+_HUB_URL = re.compile(r"^(?:hf://|(?:https?://)?(?:www\.)?(?:huggingface\.co|hf\.co)/)(?=[^/]+/[^/]+/?$)", re.I)
 
 
 @dataclass(frozen=True, slots=True)

@@ -195,6 +195,10 @@ class Donation(Strict):
         False, description="RoPE of a (B, H, L, D) view of a projection nothing else reads writes in place "
                            "(rope.cu: ndim <= 4 and is_donatable: copy_shared_buffer); a view of a fused q|k|v buffer "
                            "is shared and never donated (fast_ops.rope_output_spans_input)")
+    qk_norm_single_use_input: bool = Field(
+        False, description="a per-head q/k RMSNorm of a separate projection reshaped to (B, L, H, D) (qk_norm: heads) "
+                           "writes in place (rms_norm.cu: a row-contiguous donatable input); never for views of a "
+                           "fused or gated projection (shared buffer) or a norm after the transpose (copied first)")
     source: str | None = None
 
 

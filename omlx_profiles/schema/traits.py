@@ -52,3 +52,7 @@ class Traits(_Strict):
         False, description="attention, mixer and MLP are separate layers (a cache layer runs no MLP block)")
     sinks: bool = Field(False, description="per-head attention sinks (the profile's attention_sinks): SDPA takes "
                                            "the sinks route")
+    router_scores: Literal["activation", "fp32"] = Field(
+        "activation", description="'fp32': the MoE router's weights are fp32 (sigmoid / softmax of the gates cast "
+                                  "to float32), so the combine (y * scores[..., None]).sum(-2).astype(y.dtype) "
+                                  "casts the (S, k, hidden) expert outputs to fp32 before the product and sums in fp32")

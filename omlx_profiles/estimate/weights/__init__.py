@@ -51,7 +51,7 @@ from ...quantization import BOUND_GROUP, MODE_DEFAULTS, MODE_GROUPS, QUANT_BITS,
 from ...quantization import read as read_quantization
 from ..safetensors import INDEX_NAME, read_checkpoint, weight_files
 from .from_checkpoint import converted_on_load, from_checkpoint
-from .from_profile import from_profile, plausible_floor
+from .from_profile import from_profile, implausible, plausible_floor
 from .info import GIVEN, WeightsInfo
 from .vision import VisionBound, VisionUnknown, vision_bound, vision_config
 
@@ -107,7 +107,11 @@ def weights_for(resolution, *, given: int | None = None, bits: int | None = None
     """The weights term of a request: ``given`` bytes as the user states them (the CLI's ``--weights``),
     else ``estimate_weights``."""
     if given is not None:
-        return WeightsInfo(given, False, GIVEN, f"as given on the command line with --weights ({given:,} bytes)")
+        # a size typed by hand gets the same plausibility check as one read from headers (``--weights 1MB``
+        # for an 8B model, ``--weights 0``): said next to the number, not refused (it is the user's number)
+        odd = implausible(given, getattr(resolution, "profile", None))
+        return WeightsInfo(given, False, GIVEN, f"as given on the command line with --weights ({given:,} bytes)"
+                           + (f"; {odd}" if odd else ""))
     return estimate_weights(resolution, bits=bits, model_dir=model_dir)
 
 

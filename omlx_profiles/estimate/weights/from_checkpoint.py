@@ -122,8 +122,10 @@ def from_checkpoint(ck: CheckpointHeaders, bits, group_size, config_q: Quantizat
                                directory=str(ck.directory), stored_dtypes=ck.dtypes())
         mixed = _per_layer_widths(config, q)
         if mixed:  # the bytes are the headers' either way; the label must not claim one width
-            return WeightsInfo(ck.nbytes, True, "safetensors headers", f"mixed per layer: {mixed}", params=None,
-                               bits=None, group_size=None, mode="mixed", files=n_files, tensors=ck.tensor_count,
+            odd = implausible(ck.nbytes, profile)
+            return WeightsInfo(ck.nbytes, True, "safetensors headers",
+                               f"mixed per layer: {mixed}" + (f"; {odd}" if odd else ""), params=None, bits=None,
+                               group_size=None, mode="mixed", files=n_files, tensors=ck.tensor_count,
                                directory=str(ck.directory), stored_dtypes=ck.dtypes())
         return WeightsInfo(ck.nbytes, True, "safetensors headers", implausible(ck.nbytes, profile),
                            params=None if quantized_ck else _count_params(ck),

@@ -181,7 +181,7 @@ def plausible_floor(profile) -> int | None:
 def implausible(nbytes: int, profile) -> str | None:
     """A note (not an error: the headers are what they are) when "exact" bytes are far too few for the
     profile's shape: shards missing without an index, a stub file, or the wrong directory."""
-    floor = plausible_floor(profile)
+    floor = plausible_floor(profile) if profile is not None else None
     if floor is None or nbytes >= floor:
         return None
     from ...units import format_bytes

@@ -159,6 +159,14 @@ def _rope_donates(ctx: CallContext, fused: bool) -> bool:
             and ctx.routes.fast_ops.rope is None)
 
 
+def _qk_norm_donates(ctx: CallContext, kind: str, shared: bool) -> bool:
+    """The per-head q/k norm writes into its input: a separate projection reshaped to (B, L, H, D), read by
+    nothing else (``donation.qk_norm_single_use_input``, MLX CUDA rms_norm.cu). Not for views of a fused or
+    gated projection (``shared``), a norm after the transpose (copied first) or a decomposed norm."""
+    return (ctx.routes.donation.qk_norm_single_use_input and kind == "heads" and not shared
+            and ctx.routes.fast_ops.rms_norm is None)
+
+
 def _output_in_query_layout(ctx: CallContext, call: SdpaCall, family: str) -> bool:
     """The SDPA kernel of this call writes its output in the queries' (B, L, H, D) memory order, so the
     transpose + reshape before o_proj copies nothing (``Route.output_in_query_layout``); never in the
@@ -187,7 +195,8 @@ def attention_items(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallCon
         else:
             items.append(Item("qkv_proj", S * n_kv * (dk + dv) * s, 2, 6, elems=2 * S * h + h * n_kv * (dk + dv)))
         if tr.qk_norm != "none":
-            items.append(fast_op(ctx, "rms_norm", S * n_kv * dk * s, weight=dk))
+            items.append(fast_op(ctx, "rms_norm", S * n_kv * dk * s, weight=dk,
+                                 donates=_qk_norm_donates(ctx, tr.qk_norm, tr.fused_qkv or tr.gated_attention)))
         rope = fast_op(ctx, "rope", S * n_kv * dk * s)
         k_rope = _rope_output(ctx, tr.fused_qkv, S, row, n_kv * dk)
         if k_rope is not None:
@@ -212,7 +221,8 @@ def attention_items(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallCon
                           op_bytes=(S * n_q * dk * s + gate, S * n_kv * dk * s, S * n_kv * dv * s),
                           elems=(S * h + h * q_w, S * h + h * n_kv * dk, S * h + h * n_kv * dv)))
     if qk_norm:
-        norm = fast_op(ctx, "rms_norm", S * (n_q + n_kv) * dk * s, 2, weight=dk)
+        norm = fast_op(ctx, "rms_norm", S * (n_q + n_kv) * dk * s, 2, weight=dk,
+                       donates=_qk_norm_donates(ctx, tr.qk_norm, fused or bool(gate)))
         if tr.qk_norm == "after_transpose" and ctx.routes.fast_ops.rms_norm is None:
             norm = Item(norm.term, norm.bytes, 4, norm.views, out=norm.out, elems=2 * norm.elems)
         items.append(norm)

@@ -63,10 +63,11 @@ def fast_op(ctx: CallContext, op: str, input_bytes: int, count: int = 1, weight:
 
     ``donates``: the input is an op's output that nothing else reads, so the fused kernel writes in place
     (``RMSNorm::eval_gpu``: ``if (x.is_donatable()) out.copy_shared_buffer(x)``) and allocates nothing:
-    Gemma's post-attention / post-feed-forward norms. Measured on the H200 (probe_commits.py --donation):
-    rms_norm of a single-use matmul output adds 0 bytes; of one that is still referenced, its output; of a
-    reshaped projection (Qwen3's q_norm) its output too (the reshape shares the buffer, so it is not
-    donatable)."""
+    Gemma's post-attention / post-feed-forward norms, and on CUDA Qwen3-style per-head q/k norms of a
+    reshaped projection (a reshape shares the buffer without holding it). Measured on the H200 inside a
+    model's graph (probe_donation_s7.py): 0 bytes for both; an input still referenced elsewhere gets a new
+    output. (The session-3 single-op probe saw the q_norm case allocate: its operand had just been returned
+    by ``mx.eval``, whose Synchronizer holds it until MLX's worker thread runs.)"""
     elems = input_bytes // ctx.act + weight * count
     donates = donates and not ctx.bound
     cost = getattr(ctx.routes.fast_ops, op, None)

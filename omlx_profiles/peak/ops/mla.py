@@ -6,6 +6,7 @@ from ...registry.profile import CacheEntry, Profile
 from ..kernels import SdpaCall
 from .attention import cache_update, mask_kind, sdpa_items
 from .items import CallContext, EntryStep, Item, fast_op
+from .mlp import argsort_nodes
 
 
 def mla_expanded_items(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallContext, *, cache_only: bool) -> list[Item]:
@@ -80,7 +81,8 @@ def mla_latent_items(p: Profile, entries: tuple[CacheEntry, ...], steps: tuple[E
     items.append(Item("mla.q_proj", S * H * (nope + rope) * s, 1, elems=S * q_in + H * (nope + rope) * q_in))
     items.append(fast_op(ctx, "rope", S * H * rope * s))
     if len(entries) > 1 and mla.index_n_heads and mla.index_topk and kL > mla.index_topk:
-        items += dsa_indexer_items(p, S, kL, s, h, ctx.bound)
+        gc = ctx.routes.executor.graph_commit
+        items += dsa_indexer_items(p, S, kL, s, h, ctx.bound, gc.kernel_nodes if gc is not None else None)
     if S == 1:
         items.append(Item("mla.decode_q", H * rank * s * 2, 2))
         call = SdpaCall(H, 1, rank, rank, 1, kL, "none", False, ctx.dtype, ctx.nax)
@@ -114,11 +116,22 @@ def mla_latent_items(p: Profile, entries: tuple[CacheEntry, ...], steps: tuple[E
 # replayed exactly (16 / 34 / 40 / 48 per chunk at 8k, as traced), the whole model's 8k / step-2048 peak was still
 # 0.96 of the op model: ~0.7 GiB over a window of two layers, placed in the traced graphs holding the index QK and
 # the positional scores (commits_dsv32s5.json) - not identified. Sized from that point; checked (predicted before
-# measuring, benchmarks/cuda/predictions-s5.md) at 16k / step 1024 (1.168) and 8k / step 4096 (1.050).
+# measuring, benchmarks/cuda/predictions-s5.md) at 16k / step 1024 (1.168) and 8k / step 4096 (1.050). Session 7, with
+# the fp32 MoE combine itemized (mlp.py) and the argpartition's sort kernels counted (the replay then commits the
+# traced graphs at 32k: 90 -> 97 per chunk): every traced chunk taken as a prompt's last still needs it - at 12 B a
+# 16k / step-1024 chunk comes out 0.991, at 0 B 0.970 (tests/test_mla_cuda_chunks.py) - so it stays.
 DSA_UNITEMIZED_B = 24
 
 
-def dsa_indexer_items(p: Profile, S: int, kL: int, s: int, h: int, bound: bool) -> list[Item]:
+def _sort_passes(n: int, kn) -> int:
+    """Doubling passes of MLX's CUDA multi-block merge sort of an ``n``-element row (0 without a kernel table)."""
+    if kn is None:
+        return 0
+    blocks = -(-n // kn.sort_block_elements)
+    return max(0, (blocks - 1).bit_length())
+
+
+def dsa_indexer_items(p: Profile, S: int, kL: int, s: int, h: int, bound: bool, kn=None) -> list[Item]:
     """DeepSeek-V3.2's sparse-attention indexer (mlx-lm 0.32.2 ``deepseek_v32.Indexer``) op by op, once the
     cache is longer than ``index_topk``: ``q = wq_b(qr)`` and its RoPE, the (ih, qL, kL) index scores
     ``q @ k^T`` (allocated by the matmul, which reads only q and k), ``maximum(., 0)`` and the product with the
@@ -150,8 +163,12 @@ def dsa_indexer_items(p: Profile, S: int, kL: int, s: int, h: int, bound: bool) 
         Item("dsa.index_head_sum", acc, ih, elems=adds),
         Item("dsa.index_where", acc if bound else 0, 1, out=acc, elems=2 * plane + 1),
         # argpartition: its uint32 output + 8 B per element of sort workspace (probe_dsa.py: 12.00 B per (qL x kL)
-        # at kL 8k and 32k), + DSA_UNITEMIZED_B (see there)
-        Item("dsa.topk", plane * (12 + DSA_UNITEMIZED_B), 1, carry=plane * 4, carry_items=1, elems=plane),
+        # at kL 8k and 32k), + DSA_UNITEMIZED_B (see there). On CUDA it is a full merge sort of each kL row
+        # (mlx/backend/cuda/sort.cu: ArgPartition::eval_gpu -> gpu_sort): past one block, a block-sort kernel reading
+        # the scores, then per doubling pass a partition and a merge kernel, each reading the values and indices
+        # (2 x plane elements): the element rule ends a graph inside it at long context
+        Item("dsa.topk", plane * (12 + DSA_UNITEMIZED_B), 1, carry=plane * 4, carry_items=1,
+             elems=plane * (1 + 4 * _sort_passes(kL, kn)), nodes=argsort_nodes(kL, kn) if kn is not None else -1),
         Item("dsa.sparse_mask", 2 * plane, 3, out=plane, op_bytes=(plane, 0, plane),
              elems=(0, 2 * plane + S * mla.index_topk, 2 * plane)),
     ]

@@ -60,8 +60,18 @@ def mlp_items(p: Profile, ctx: CallContext, *, moe: bool) -> list[Item]:
                               elems=(T * h + E * I * h + T, T * h + E * I * h + T, 2 * T * I, T * I + E * h * I + T)))
         if sort:
             items.append(Item("moe.unsort", T * h * s, 1, elems=T * h + T))
-        # (y * scores) reuses the unsorted y (donation), then the sum over the k experts
-        items.append(Item("moe.combine", S * h * s, 2, out=S * h * s, elems=2 * T * h + T))
+        if tr.router_scores == "fp32" and s < 4:
+            # fp32 routing weights (the DeepSeek-V3 gate: sigmoid of the fp32 gates): ``y * scores[..., None]``
+            # promotes y, so the (T, hidden) expert outputs are cast to a new fp32 buffer (y's bf16 buffer cannot
+            # hold it) and the product writes into that; the sum over the k experts is an fp32 (S, hidden) and
+            # ``.astype(y.dtype)`` one more (S, hidden). Traced on the H200 (commits_kimis6.json, step 512: every
+            # layer's graph adds 459 MiB where the items had 349; T x hidden x 4 = 112 MiB)
+            items.append(Item("moe.combine", T * h * 4 + S * h * 4 + S * h * s, 4, out=S * h * s,
+                              op_bytes=(T * h * 4, 0, S * h * 4, S * h * s),
+                              elems=(T * h, T * h + T, T * h, S * h)))
+        else:
+            # (y * scores) reuses the unsorted y (donation), then the sum over the k experts
+            items.append(Item("moe.combine", S * h * s, 2, out=S * h * s, elems=2 * T * h + T))
         if m.shared_experts:
             Ish = (p.intermediate_size or I) if tr.shared_expert == "intermediate" else I * m.shared_experts
             items.append(Item("moe.shared_expert", S * Ish * s * 2 + S * h * s * 2, 6, out=S * h * s,
