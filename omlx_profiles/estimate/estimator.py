@@ -156,7 +156,7 @@ class Estimator:
         if fp is not None:
             new, chunk, cached = request.new_tokens, request.chunk, request.cached
             try:
-                b = envelope_bounds(new, chunk, cached, fp, usable - w)
+                b = envelope_bounds(new, chunk, cached, fp, usable - w, self._lines)
                 if b is not None:
                     lo, hi = b
                     if w + hi <= usable:
@@ -276,7 +276,7 @@ class Estimator:
             return None if hi is None else (lo, hi)
         new, chunk, cached = request.new_tokens, request.chunk, request.cached
         try:
-            return envelope_bounds(new, chunk, cached, fp)
+            return envelope_bounds(new, chunk, cached, fp, lines=self._lines)
         except (OmlxProfilesError, ArithmeticError):
             return None
 

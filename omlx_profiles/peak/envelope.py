@@ -145,12 +145,14 @@ def tight_upper(fast, new: int, chunk: int, cached: int, memo: dict) -> int | No
     return v
 
 
-def envelope_bounds(new: int, chunk: int, cached: int, fast, need: int | None = None) -> tuple[int | None, int] | None:
+def envelope_bounds(new: int, chunk: int, cached: int, fast, need: int | None = None,
+                    lines: dict | None = None) -> tuple[int | None, int] | None:
     """(lower or ``None``, upper) of ``envelope_total`` from ``FastPeak``'s bounds alone (``Estimator.fits``, in
-    microseconds): the lower bound of the request's own exact total (the envelope is above it), and the
-    maximum of the tight upper bounds (``FastPeak.bounds``) of every ``V`` in the envelope and of its ``U``
-    terms. ``need``: the bytes the budget leaves (``FastPeak.bounds`` refines only where it falls between its
-    lines). ``None`` where a bound is missing (the exact model answers)."""
+    microseconds): every ``V`` in the envelope bounded by ``FastPeak.bounds`` (below: their lower bounds, the
+    envelope is above each; above: their upper bounds), every ``U`` term computed as the envelope computes it
+    (``tight_upper``, with ``lines`` its memo): where a ``U`` term is the envelope's largest, the two meet and the
+    verdict needs no replay. ``need``: the bytes the budget leaves (``FastPeak.bounds`` refines only where it
+    falls between its lines). ``None`` where a bound is missing (the exact model answers)."""
     b = fast.bounds(new, chunk, cached, need)
     if b is None:
         return None
@@ -162,12 +164,16 @@ def envelope_bounds(new: int, chunk: int, cached: int, fast, need: int | None = 
                 return None
             if bm[1] > hi:
                 hi = bm[1]
+            if bm[0] is not None and (lo is None or bm[0] > lo):
+                lo = bm[0]
         if cached:
-            u = fast.total_bound(m, chunk, cached)
+            u = tight_upper(fast, m, chunk, cached, {} if lines is None else lines)
             if u is None:
                 return None
             if u > hi:
                 hi = u
+            if lo is None or u > lo:
+                lo = u
     return lo, hi
 
 
