@@ -338,3 +338,91 @@ def test_facade_still_answers_ordinary_numbers():
     assert estimate_unfused_sdpa_call_bytes(32, 128, 4096, 128, 2) == 32 * 128 * 4096 * 2 + 2 * 32 * 128 * 128 * 2
     m.set_fixed_state_bytes(10**8)
     assert m.fixed_state_bytes == 10**8
+
+
+# --------------------------------------------------------------------------------------------------
+# properties: any checkpoint directory (strategies.checkpoints) is summed exactly or refused
+# --------------------------------------------------------------------------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
+from .hostile.strategies import checkpoints  # noqa: E402
+
+
+@settings(max_examples=80, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(ck=checkpoints())
+def test_any_checkpoint_is_summed_once_or_refused(ck, tmp_path_factory):
+    """Every tensor counted exactly once from the files mlx-lm loads, or a ``SafetensorsError`` naming the
+    directory or file; never an exception of another type."""
+    from omlx_profiles.estimate.safetensors import SafetensorsError, read_checkpoint
+
+    d = tmp_path_factory.mktemp("ck")
+    for name, header in ck["files"].items():
+        _safetensors(d / name, header, 4 * len(header))
+    if ck["index"] is not None:
+        (d / "model.safetensors.index.json").write_text(json.dumps(ck["index"]))
+    try:
+        got = read_checkpoint(d)
+    except SafetensorsError as e:
+        assert str(d) in str(e)
+        return
+    names = [t.name for h in got.files for t in h.tensors]
+    assert len(names) == len(set(names)), names  # no tensor twice
+    assert got.nbytes == 4 * len(names)
+
+
+# --------------------------------------------------------------------------------------------------
+# resource bounds: the sharded chart (mechanism: cli/sharded.chart_series replays each distinct rank
+# once and scales its points with the layers replayed, as estimate/fit.series_for does)
+# --------------------------------------------------------------------------------------------------
+def test_sharded_chart_replays_identical_ranks_once(workdir, monkeypatch):
+    """64 tensor ranks of a 256-layer config replayed 64 x 160 points: minutes of CPU (killed at 57 s)."""
+    import omlx_profiles.peak.prefill as prefill_mod
+    from omlx_profiles.cli import sharded
+
+    seen = []
+    real = prefill_mod.prefill_peak
+    monkeypatch.setattr(prefill_mod, "prefill_peak", lambda *a, **k: seen.append(a[1].tokens) or real(*a, **k))
+    args = type("A", (), {})()
+    monkeypatch.setattr(sharded, "_budgets", lambda a: ())
+    cfg = _model_dir(workdir.parent, "big", {**QWEN, "num_hidden_layers": 256})
+    r = run_main("resolve", str(cfg))
+    assert r.code == 0, r.err
+    from omlx_profiles import default_registry
+    from omlx_profiles.extraction.from_config import resolve_path
+
+    res = resolve_path(cfg, registry=default_registry())
+    for k, v in dict(points=160, max_tokens=1 << 20, ranks=8, parallel="tensor", split=None, chunk=2048, cached=0,
+                     backend="metal", mlx_version=None, weights_size=10 << 30, weights_bits=None, reserve=None,
+                     budget=None, dtype=None, config=str(cfg), model=None).items():
+        setattr(args, k, v)
+    series = sharded.chart_series(res, args)
+    assert len(series) == 8
+    points = len(series[0].xs) if hasattr(series[0], "xs") else None
+    assert len(seen) <= 30, f"{len(seen)} replays for 8 identical ranks (points {points})"
+
+
+@pytest.mark.parametrize("extra", [[], ["--ranks", "2", "--parallel", "tensor"], ["--json"]],
+                         ids=["single", "sharded", "json"])
+def test_estimate_past_context_exits_1_without_a_budget(extra, workdir):
+    """The verdict said PAST THE MODEL'S CONTEXT and the exit code said ok (0) when no --budget was given."""
+    r = run_main("estimate", MODEL, "--tokens", "64k", *extra)
+    assert r.code == 1 and ("PAST" in r.out or '"past_context"' in r.out), r.out[-300:]
+    assert run_main("estimate", MODEL, "--tokens", "40960", *extra).code == 0
+
+
+# --------------------------------------------------------------------------------------------------
+# --mlx-version (mechanism: peak/kernels.parse_version reads the whole text as PEP 440, like the
+# kernel tables' ranges; a prefix match read "1!0.32" as 1.0.0 and "0.32.*" as 0.32.0)
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("v", ["1!0.32", "0.32.*", "0.32-", "0.32.4 garbage", "0.32,0.33", ">=0.32", "٠.32"])
+def test_mlx_version_is_a_version(v, workdir):
+    assert_clean_failure(run_main("estimate", MODEL, "--tokens", "1k", "--mlx-version", v), EXIT_USAGE, "--mlx-version")
+
+
+@pytest.mark.parametrize("v,want", [("0.32.4rc1", (0, 32, 4)), ("0.32.4+cuda", (0, 32, 4)), ("0.32", (0, 32, 0)),
+                                    ("v0.31.1", (0, 31, 1)), ("0.32.4.5", (0, 32, 4))])
+def test_mlx_version_forms_that_are_versions(v, want):
+    from omlx_profiles.peak.kernels import parse_version
+
+    assert parse_version(v) == want

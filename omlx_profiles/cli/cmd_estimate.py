@@ -15,7 +15,7 @@ def register(sub) -> None:
                "  omlx-profiles estimate --config path/to/config.json --tokens 1000\n"
                "  omlx-profiles estimate mlx-community/Qwen3-8B-4bit --tokens 128k --budget 24GiB\n"
                "  omlx-profiles estimate ~/models/Llama-3.1-8B-Instruct-4bit --tokens 32k   # exact weights\n"
-               "exit codes: 0 ok (fits, or no --budget); 1 does not fit the budget (or cannot be shown to: weights "
+               "exit codes: 0 ok (fits, or no --budget); 1 past the model's context, or does not fit the budget (or cannot be shown to: weights "
                "unknown); 2 usage or input error",
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     add_model_args(p)
@@ -73,7 +73,8 @@ def run(args) -> int:
         from .render import render_estimate
 
         print(render_estimate(est))
-    # with a budget, exit 0 only when the request is shown to fit (unknown weights cannot show it)
-    if getattr(args, "budget", None) is not None and est.get("fits") is not True:
+    # with a budget, exit 0 only when the request is shown to fit (unknown weights cannot show it); a
+    # prompt past the model's context is exit 1 with or without one (the verdict said PAST, the exit said ok)
+    if est.get("past_context") or (getattr(args, "budget", None) is not None and est.get("fits") is not True):
         return 1
     return 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import InputError
+from ..errors import InputError, UnsupportedError
 from ..mlxlm.recipes import recipes
 from .common import print_json
 
@@ -43,7 +43,8 @@ def run(args) -> int:
     try:
         from ..live.recipe_check import check_module
     except ImportError as e:
-        raise InputError(f"verify-module needs mlx and mlx-lm (pip install 'omlx-profiles[mlx]'): {e}") from None
+        # a missing optional package is the install, not the input: "unsupported", exit 1, as every command
+        raise UnsupportedError(f"verify-module needs mlx and mlx-lm installed (pip install 'omlx-profiles[mlx]'): {e}") from None
     results = {}
     for m in names:
         res = check_module(m, long=False if args.quick else None)

@@ -130,7 +130,7 @@ def run_estimate(args) -> int:
         print_json(est)
     else:
         print(render_sharded(est))
-    if opts.budgets and est["fits"] is not True:
+    if est.get("past_context") or (opts.budgets and est["fits"] is not True):  # as the single-machine estimate
         return 1
     return 0
 
@@ -189,18 +189,28 @@ def chart_series(res, args) -> list:
     if any(w.bytes is None for w in weights):
         raise InputError(f"weights of {res.query!r} are unknown ({weights[0].reason}); the chart needs them: "
                          "pass --weights SIZE if you know it")
-    n, top, lo = args.points, args.max_tokens, opts.cached + 1
+    from ..estimate.fit import POINT_LAYERS
+
+    # Bounded as the single-model chart is: ranks that hold the same layers (every rank of --parallel
+    # tensor) are replayed once, and the points scale down with the layers replayed in all (never below
+    # 24). 64 tensor ranks of a 256-layer model replayed 64 x 160 points: minutes of CPU.
+    distinct = {repr(v.profile): v.profile for v in views}
+    layers = sum(len(p.layer_names) for p in distinct.values())
+    n, top, lo = min(args.points, max(24, POINT_LAYERS // max(1, layers))), args.max_tokens, opts.cached + 1
     xs = sorted({max(lo, (top * i // n) // STEP * STEP) for i in range(1, n + 1)} | {lo, top})
     fit = sharded_fit(res, opts, weights, views) if budgets else None
     from ..dtypes import DTYPE_BYTES
 
+    peaks: dict[str, list] = {}
     out = []
     for v, w in zip(views, weights):
         ws, kv, tr = [], [], []
         act = DTYPE_BYTES[opts.dtype or v.profile.dtype]
-        for t in xs:
-            b = prefill_peak(v.profile, Request(t, cached=opts.cached, chunk=opts.chunk), backend=opts.backend,
-                             mlx_version=opts.mlx_version)
+        key = repr(v.profile)
+        if key not in peaks:
+            peaks[key] = [prefill_peak(v.profile, Request(t, cached=opts.cached, chunk=opts.chunk), backend=opts.backend,
+                                       mlx_version=opts.mlx_version) for t in xs]
+        for b in peaks[key]:
             k = b.held_before_bytes + b.terms.get("kv_resident", 0) + b.terms.get("kv_growth", 0)
             c = comm_bytes(v, opts.spec, b.peak_q_len, res.profile.hidden_size, act)
             ws.append(w.bytes)

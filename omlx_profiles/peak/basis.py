@@ -4,7 +4,10 @@ An under-estimate on a Mac is a frozen machine, so every peak says what it rests
 
 * ``measured`` — every *compute trait* of the model (below) has calibration points on this backend
   (``profiles/calibration/<backend>/*.yaml``) from a model family whose points are all at or above the
-  measured peak and at least one of them within [1.00, 1.15]. The number is the op model's.
+  measured peak and at least one of them within [1.00, 1.15]. The number is the op model's. Where the model's own
+  family has calibration shapes above the band at their highest measured peak (idle or a loaded GPU, any repeat;
+  ``over_band`` in the traits table), the basis names them (``Basis.band``, ``over_band`` in the JSON, the table's
+  basis line): there the number is an upper bound shown by measurement, not within the band.
 * ``derived`` — nothing with these traits was compared with a measurement on this backend, but MLX's
   source gives the backend's run-ahead rule (CUDA's graph commits, Metal's command buffers): the number is
   the larger of the op model and the op model over the **whole** run-ahead window those rules allow
@@ -115,6 +118,7 @@ class Basis:
     unmeasured: frozenset[str]
     reason: str = ""
     worst: str = ""
+    band: str = ""  # measured: the family's calibration shapes above the band, if any (``over_band``)
 
     def as_dict(self) -> dict:
         choices = list(CONSERVATIVE_CHOICES[self.worst or self.kind])
@@ -124,6 +128,8 @@ class Basis:
                "conservative_choices": choices}
         if self.reason:
             out["reason"] = self.reason
+        if self.band:
+            out["over_band"] = self.band
         return out
 
 
@@ -157,24 +163,25 @@ def traits_file() -> Path:
 
 
 @lru_cache(maxsize=4)
-def _tables(path: str) -> tuple[dict[str, frozenset[str]], dict[str, dict[str, dict]]]:
+def _tables(path: str) -> tuple[dict[str, frozenset[str]], dict[str, dict[str, dict]], dict[str, dict[str, dict]]]:
     from ..registry.yaml_safe import load_yaml_text, read_text
 
     p = Path(path)
     if not p.is_file():
-        return {}, {}
+        return {}, {}, {}
     data = load_yaml_text(read_text(p), str(p))
     if not isinstance(data, dict) or not isinstance(data.get("backends"), dict):
         raise InputError(f"{p}: needs a 'backends' mapping (backend -> measured traits)")
-    out, over = {}, {}
+    out, over, band = {}, {}, {}
     for backend, d in data["backends"].items():
         d = d if isinstance(d, dict) else {}
         out[str(backend)] = frozenset(d.get("traits") or {})
-        ov = d.get("over_traits") or {}
-        if not isinstance(ov, dict) or not all(isinstance(v, dict) for v in ov.values()):
-            raise InputError(f"{p}: backends.{backend}.over_traits must map a trait to its measurement")
-        over[str(backend)] = {str(k): v for k, v in ov.items()}
-    return out, over
+        for key, dest in (("over_traits", over), ("over_band", band)):
+            ov = d.get(key) or {}
+            if not isinstance(ov, dict) or not all(isinstance(v, dict) for v in ov.values()):
+                raise InputError(f"{p}: backends.{backend}.{key} must map a name to its measurement")
+            dest[str(backend)] = {str(k): v for k, v in ov.items()}
+    return out, over, band
 
 
 def measured_traits(backend: str) -> frozenset[str]:
@@ -187,6 +194,26 @@ def over_traits(backend: str) -> dict[str, dict]:
     return _tables(str(traits_file()))[1].get(backend, {})
 
 
+def over_band(backend: str) -> dict[str, dict]:
+    """Families whose calibration on ``backend`` has shapes above the band at their highest measured peak (none
+    under): family -> {shapes, ratio: [min, max] of those above, above: [...]} (``measured_traits.yaml``)."""
+    return _tables(str(traits_file()))[2].get(backend, {})
+
+
+def _band_note(p: Profile, backend: str) -> str:
+    from ..mlxlm.facts import MODEL_REMAPPING
+
+    fam = p.mlx_model_type or ""
+    ob = over_band(backend).get(fam) or over_band(backend).get(MODEL_REMAPPING.get(fam, fam))
+    if not ob:
+        return ""
+    above = ob.get("above") or []
+    lo, hi = (float(x) for x in ob["ratio"])
+    return (f"{len(above)} of {int(ob.get('shapes', 0))} calibration shapes of this family on {backend} came out "
+            f"{lo:.2f}-{hi:.2f} of their highest measured peak (idle or loaded), above [{BAND[0]:.2f}, {BAND[1]:.2f}], "
+            f"none under: there the number is an upper bound, not within the band ({'; '.join(above)})")
+
+
 def basis_for(p: Profile, routes: KernelRoutes, measured: frozenset[str] | None = None) -> Basis:
     """``measured`` replaces the file's measured traits (the leave-one-family-out test); the over-the-band
     table is then not used either, so a family left out is judged by the source rules alone."""
@@ -194,7 +221,7 @@ def basis_for(p: Profile, routes: KernelRoutes, measured: frozenset[str] | None 
     have = measured_traits(routes.backend) if measured is None else measured
     missing = traits - have
     if not missing:
-        return Basis(MEASURED, traits, frozenset())
+        return Basis(MEASURED, traits, frozenset(), band=_band_note(p, routes.backend) if measured is None else "")
     rule = DERIVED if routes.backend in DERIVED_BACKENDS else BOUND
     over = over_traits(routes.backend) if measured is None else {}
     if missing <= over.keys():

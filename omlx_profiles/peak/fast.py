@@ -54,7 +54,7 @@ class _Chunk:
 
     __slots__ = ("tops", "calls", "beyond", "last", "last_beyond", "lower", "full", "add_full", "model", "grid",
                  "grid_v", "one", "slack", "ltops", "lasts", "first", "top", "short", "mid", "own", "lgrow", "lfit",
-                 "row", "own_k")
+                 "row", "own_k", "phases")
 
     def __init__(self, model, tops, calls, beyond, last, last_beyond, lower, add_full):
         self.model = model
@@ -67,7 +67,7 @@ class _Chunk:
         self.full = calls[-1]
         self.add_full = add_full
         self.grid = self.grid_v = self.first = None
-        self.top = self.short = self.mid = self.lgrow = self.lfit = self.own_k = None
+        self.top = self.short = self.mid = self.lgrow = self.lfit = self.own_k = self.phases = None
         self.one = self.row = 0
         self.slack = model.slack
 
@@ -166,6 +166,10 @@ class FastPeak:
         for t in (c.top, c.mid, c.short):
             if t:
                 t.prepare()
+        if c.row is None:
+            self._known(c, chunk)
+        if chunk % STEP and chunk > STEP and c.phases is None:
+            self._phases(c, chunk)
 
     def total_bound(self, new_tokens: int, chunk: int, cached: int = 0) -> int | None:
         """An upper bound of ``held before + peak`` (the prefix's cache included), or ``None`` where the
@@ -208,7 +212,72 @@ class FastPeak:
                 lo = sl
         elif chunk % STEP == 0 and new_tokens > chunk + 1:
             lo, hi = self._refined(new_tokens, chunk, cached, lo, hi)
+        elif not cached and new_tokens > 2 * chunk + 1 and chunk > STEP:
+            lo, hi = self._refined_odd(new_tokens, chunk, lo, hi)
         return lo, hi
+
+    def _refined_odd(self, new: int, S: int, lo: int | None, hi: int) -> tuple[int | None, int]:
+        """A prompt without a prefix in chunks that are not whole 256-row steps: the full calls' capacity
+        phase cycles (``_phases``), so the last full call is bounded in its own phase (both sides) and the
+        earlier ones by every phase's upper bound one chunk before; the first call is the exact (S + 1)-token
+        total's; the shorter call and the last token keep their bucket bounds."""
+        c = self._chunks.get((S, True)) or self._chunk(S, True)
+        if c.phases is None:
+            self._phases(c, S)
+        if not c.phases:
+            return lo, hi
+        table, start, period, lines = c.phases
+        k, r = divmod(new - 1, S)
+        j = k - 1  # the last full call's index (>= 1)
+        cls = table[j] if j < len(table) else table[start + (j - start) % period]
+        up, low = lines[cls]
+        off = S * j
+        u = up.at(off)
+        f = low.at(off)
+        if lo is None or f > lo:
+            lo = f
+        if j > 1:
+            for a, _ in lines.values():
+                f = a.at(off - S)
+                if f > u:
+                    u = f
+        f = self._short_total(S)  # the first call
+        if f > u:
+            u = f
+        f = c.lasts[bisect_left(c.ltops, r or S)].at(new - 1)  # the last token
+        if f > u:
+            u = f
+        if r:
+            f = c.calls[_bucket(c.tops, r)].at(S * k)  # the shorter call
+            if f > u:
+                u = f
+        return lo, (u if u < hi else hi)
+
+    @staticmethod
+    def _phases(c: _Chunk, S: int) -> None:
+        """The full calls' ``KVCache`` phase (free rows past the offset, trimmed or not) per call index from
+        empty caches: ``(table, start, period, {phase: (upper, lower)})``, the table repeating from ``start``
+        with ``period``; empty where a call after the first may fit in place (chunks of fewer than 256 rows)."""
+        from ..kv.replay import kv_call
+
+        cap, off = kv_call(0, 0, S)[:2]
+        seen: dict[tuple[int, int], int] = {}
+        table = [None]
+        while True:
+            state = (cap - off, off % STEP)
+            if state in seen:
+                start = seen[state]
+                break
+            seen[state] = len(table)
+            if off + S <= cap:  # fits in place: not a grown call
+                c.phases = ()
+                return
+            table.append((cap - off, off % STEP != 0))
+            cap, off = kv_call(cap, off, S)[:2]
+        m = c.model
+        lines = {ph: (m.pieces(S, S, "upper", q_min=S, known=("phase",) + ph)[0],
+                      m.pieces(S, S, "lower", known=("phase",) + ph)[0]) for ph in set(table[1:])}
+        c.phases = (table, start, len(table) - start, lines)
 
     def _refined(self, new: int, S: int, cached: int, lo: int | None, hi: int) -> tuple[int | None, int]:
         """Tighter bounds of a prompt of more than a chunk and a token, chunks of whole 256-row steps: the
@@ -220,19 +289,15 @@ class FastPeak:
         first full call, whose state is the prefix's, keeps its own bound."""
         k, r = divmod(new - 1, S)
         cf = self._chunks.get((S, True)) or self._chunk(S, True)
+        if cf.row is None:  # the known-layout lines: built on the first refinement (or by prepare)
+            self._known(cf, S)
         off = cached + S * k
-        u = cf.lasts[bisect_left(cf.ltops, r or S)].at(cached + new - 1)  # the last token
-        if cf.lgrow is not None:  # every KVCache grows by a step iff the shorter call filled its last one
-            f = cf.lgrow.at(cached + new - 1) if r % STEP == 0 else \
-                cf.lfit.at(cached + new - 1) + int(-r % STEP * cf.row) + 1
-            if f < u:
-                u = f
         if cached:
-            f = self._chunks[(S, False)].own.at(cached)  # the first full call, after the prefix
+            u = self._chunks[(S, False)].own.at(cached)  # the first full call, after the prefix
         else:
-            f = _chord(cf.grid, cf.grid_v, S, cf.slack)  # the first call, on fresh caches
-        if f > u:
-            u = f
+            # the first call, on fresh caches: the exact total of a (S + 1)-token prompt is the larger of that
+            # same call and a last token (the grid's value at S is a running maximum over shorter calls)
+            u = self._short_total(S)
         if k > 1:
             f = cf.own_k.at(off - S)  # the last full call (full calls only: the chunk's own bucket)
             if f > u:
@@ -243,10 +308,15 @@ class FastPeak:
                 f = cf.lower.at(off - S)
                 if lo is None or f > lo:
                     lo = f
+        f = cf.lasts[bisect_left(cf.ltops, r or S)].at(cached + new - 1)  # the last token
+        if f > u:  # every KVCache grows by a step iff the shorter call filled its last one
+            g = cf.lgrow.at(cached + new - 1) if r % STEP == 0 else \
+                cf.lfit.at(cached + new - 1) + int(-r % STEP * cf.row) + 1
+            u = f if f < g else g if g > u else u
         if r:
             f = cf.calls[_bucket(cf.tops, r)].at(off)
             t = cf.top if cf.top and r >= cf.top.lo else cf.mid if cf.mid and cf.mid.lo <= r <= cf.mid.hi else None
-            if t is not None:
+            if t is not None and f > u:  # the shorter call may be the highest: at points of its own size
                 g, h = t.bounds(r, off)
                 if h < f:
                     f = h
@@ -255,6 +325,17 @@ class FastPeak:
             if f > u:
                 u = f
         return lo, (u if u < hi else hi)
+
+    @staticmethod
+    def _known(c: _Chunk, S: int) -> None:
+        """The lines of calls whose layout a prompt of whole-step chunks fixes (``CallModel._steps``'s
+        ``known``): the last token, its KVCache grown by a step or updated in place (the shorter call's size
+        says which); a full call after a full chunk, its rotating caches' rows known."""
+        m = c.model
+        c.lgrow = m.pieces(S, S, "last", known="grow")[0]
+        c.lfit = m.pieces(S, S, "last", known="fit")[0]
+        c.own_k = m.pieces(S, S, "upper", q_min=S, known="slide")[0] if m.windows() else c.own
+        c.row = _growing_row_bytes(m)
 
     def total_lower(self, new_tokens: int, chunk: int, cached: int = 0) -> int | None:
         """A lower bound of ``held before + peak``, or ``None`` (no full chunk call after the first)."""
@@ -452,12 +533,7 @@ class FastPeak:
             hi = c.top.lo - 1 if c.top else S - 1
             if hi > 2:
                 c.mid = TopStep(m, S, calls[-1], lo=2, hi=hi, known="slide")
-            # a full call after a full chunk: the rotating caches' rows known
-            c.own_k = m.pieces(S, S, "upper", q_min=S, known="slide")[0] if m.windows() else own
-            # the last token, its KVCache layout known from the shorter call's size (``_refined``)
-            c.lgrow = m.pieces(S, S, "last", known="grow")[0]
-            c.lfit = m.pieces(S, S, "last", known="fit")[0]
-            c.row = _growing_row_bytes(m)
+            c.row = None  # ``_known`` builds the known-layout lines (``_refined``)
         return c
 
 

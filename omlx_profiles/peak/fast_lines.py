@@ -166,7 +166,7 @@ class CallModel:
     def breaks(self, Q: int, S: int, mode: str, known: str | None = None) -> list[int]:
         b = {1}
         for W in self.windows():
-            if mode in ("upper", "fit") and known != "slide":
+            if mode in ("upper", "fit") and not _slides_known(known):
                 b.update((W - 256, W - 255, W - 256 + S))
             elif mode in ("last", "one"):
                 b.update((W - 256 + (Q if mode == "last" else S), W - 1))
@@ -190,7 +190,10 @@ class CallModel:
         ``KVCache`` grows by one step from exactly the offset (``"grow"``), or updates in place (``"fit"``: its
         capacity's rows past the offset are the caller's, not counted here); ``"slide"``: a call after a full
         chunk of a prompt without a prefix (or past the first full chunk after one), whose rotating caches'
-        rows are known as in the lower bound."""
+        rows are known as in the lower bound; ``("phase", free, trimmed)``: a full call of a chunk that is not
+        whole 256-row steps, after a full chunk, whose ``KVCache`` holds ``free`` rows past the offset and is
+        trimmed to it (``kv.replay.kv_call``) or not, then grows by ``256 * ceil(S / 256)`` (rotating rows
+        known too)."""
         p, act = self.p, self.act
         R = self.reach(S, mode in ("last", "one"))
         G = -(-Q // STEP) * STEP
@@ -209,7 +212,12 @@ class CallModel:
                     if mode != "lower":  # the previous call's conv views (at most a chunk's)
                         hold += c * state_snapshot_bytes(p, lt, e, S, act)
                 elif e.kind in GROWING:
-                    if mode == "lower" and self.grows(Q, S) and off:
+                    if isinstance(known, tuple):  # ("phase", free rows, trimmed): a full call of an odd chunk
+                        old = off + known[1]
+                        new = (off if known[2] else old) + G
+                        out.append(EntryStep(e.kind, old, new, off + Q, zero_rows=G))
+                        hk, ak = max(old, new) * rb, max(0, new - old) * rb
+                    elif mode == "lower" and self.grows(Q, S) and off:
                         # every such call grows (``grows``): the copy layout, its old buffer at least the offset
                         out.append(EntryStep(e.kind, off, off + G, off + Q, zero_rows=G))
                         hk, ak = (off + G) * rb, 0
@@ -242,7 +250,7 @@ class CallModel:
                         add += ak
                 elif e.kind == "sliding":
                     W = e.window
-                    if (mode == "lower" or known == "slide") and self.fresh_history and off >= S > 1:
+                    if (mode == "lower" or _slides_known(known)) and self.fresh_history and off >= S > 1:
                         # after a full chunk of a prompt without a prefix the rotating buffer is known: it
                         # holds min(offset, window - 1 + S) rows in temporal order, trims to window - 1
                         # and concatenates the call's (``RotatingState``)
@@ -367,6 +375,10 @@ class CallModel:
         if lower:
             return Pieces(starts, tot), Pieces(starts, beyond)
         return _monotone(Pieces(starts, tot)), _monotone(Pieces(starts, beyond))
+
+
+def _slides_known(known) -> bool:
+    return known == "slide" or isinstance(known, tuple)
 
 
 def _contract(it, mode: str, grows: bool = False):

@@ -100,7 +100,8 @@ def _no_negative_terms(terms: dict[str, int]) -> None:
 
 def _basis_line(b) -> str:
     if b.kind == "measured":
-        return "peak basis: measured (every compute trait has calibration points in band on this backend)"
+        return ("peak basis: measured (every compute trait has calibration points in band on this backend)"
+                + (f"; {b.band}" if b.band else ""))
     from .basis import CONSERVATIVE_CHOICES
 
     if b.reason:

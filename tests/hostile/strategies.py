@@ -47,6 +47,17 @@ NEXT_CONFIG = json.loads((Path(__file__).resolve().parents[1] / "configs" / "qwe
                          .read_text())
 
 
+#: ``rope_scaling`` as mlx-lm's initialize_rope reads it: real shapes (YaRN gives the context, session 7)
+#: and every hostile value in each field
+rope_scaling = st.one_of(
+    st.none(), hostile_values,
+    st.fixed_dictionaries({"rope_type": st.sampled_from(["yarn", "linear", "dynamic", "llama3", "longrope", "mrope",
+                                                         "nosuch", "\x1b[2J"])},
+                          optional={"factor": st.one_of(st.floats(0.5, 64), hostile_values),
+                                    "original_max_position_embeddings": st.one_of(st.sampled_from([4096, 32768]),
+                                                                                  hostile_values)}))
+
+
 @st.composite
 def configs(draw) -> dict:
     base = draw(st.sampled_from([BASE_CONFIG, NEXT_CONFIG]))
@@ -56,7 +67,34 @@ def configs(draw) -> dict:
     q = draw(quantization)
     if q is not None:
         c["quantization"] = q
+    if draw(st.booleans()):
+        c[draw(st.sampled_from(["rope_scaling", "rope_parameters"]))] = draw(rope_scaling)
+    if draw(st.integers(0, 5)) == 0:  # the multimodal wrapper: the language model's keys under text_config
+        c = {"model_type": c.get("model_type"), "architectures": c.get("architectures"), "text_config": c}
     return c
+
+
+@st.composite
+def checkpoints(draw) -> dict:
+    """A model directory's weight files: ``{file name: (header, data bytes)}`` plus an optional index.
+    Tensors may repeat across files, shard names may be numbered out of range or miss one, the index may
+    name files that escape the directory, are missing, or are not weight files."""
+    n_files = draw(st.integers(1, 3))
+    total = draw(st.one_of(st.just(n_files), st.integers(0, 4)))
+    numbered = draw(st.booleans())
+    names = [f"model-{i + 1 if draw(st.integers(0, 4)) else draw(st.integers(0, 5)):05d}-of-{total:05d}.safetensors"
+             if numbered else ("model.safetensors" if i == 0 else f"model{i}.safetensors") for i in range(n_files)]
+    pool = ["a", "b", "c", "d"]
+    files = {}
+    for name in names:
+        tensors = draw(st.lists(st.sampled_from(pool), min_size=0, max_size=3, unique=True))
+        files[name] = {t: {"dtype": "F32", "shape": [1], "data_offsets": [4 * i, 4 * i + 4]} for i, t in enumerate(tensors)}
+    index = None
+    if draw(st.booleans()):
+        targets = st.one_of(st.sampled_from(sorted(files)), st.sampled_from(["../x.safetensors", "/etc/passwd", "", ".",
+                                                                               "missing.safetensors", "config.json"]))
+        index = {"weight_map": draw(st.dictionaries(st.sampled_from(pool), targets, max_size=4))}
+    return {"files": files, "index": index}
 
 
 def config_text(c: dict) -> str:
