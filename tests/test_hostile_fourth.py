@@ -409,3 +409,20 @@ def test_estimate_past_context_exits_1_without_a_budget(extra, workdir):
     r = run_main("estimate", MODEL, "--tokens", "64k", *extra)
     assert r.code == 1 and ("PAST" in r.out or '"past_context"' in r.out), r.out[-300:]
     assert run_main("estimate", MODEL, "--tokens", "40960", *extra).code == 0
+
+
+# --------------------------------------------------------------------------------------------------
+# --mlx-version (mechanism: peak/kernels.parse_version reads the whole text as PEP 440, like the
+# kernel tables' ranges; a prefix match read "1!0.32" as 1.0.0 and "0.32.*" as 0.32.0)
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("v", ["1!0.32", "0.32.*", "0.32-", "0.32.4 garbage", "0.32,0.33", ">=0.32", "٠.32"])
+def test_mlx_version_is_a_version(v, workdir):
+    assert_clean_failure(run_main("estimate", MODEL, "--tokens", "1k", "--mlx-version", v), EXIT_USAGE, "--mlx-version")
+
+
+@pytest.mark.parametrize("v,want", [("0.32.4rc1", (0, 32, 4)), ("0.32.4+cuda", (0, 32, 4)), ("0.32", (0, 32, 0)),
+                                    ("v0.31.1", (0, 31, 1)), ("0.32.4.5", (0, 32, 4))])
+def test_mlx_version_forms_that_are_versions(v, want):
+    from omlx_profiles.peak.kernels import parse_version
+
+    assert parse_version(v) == want

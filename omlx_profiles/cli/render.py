@@ -83,6 +83,7 @@ _TERM_NAMES = {
     "o_proj": "attention output projection",
     "logits": "logits",
     "embedding": "embedding lookup",
+    "envelope": "monotone envelope (a shorter prompt or prefix peaks higher)",
 }
 
 #: Terms that are cache memory (the KV band of the chart), not transient.

@@ -13,6 +13,7 @@ from typing import Any, Optional
 from ..dtypes import DTYPE_BYTES
 from ..errors import OmlxProfilesError
 from ..peak import kernels as _routes
+from ..peak.envelope import MonotonePeak
 from ..peak.fast import FastPeak
 from ..units import format_bytes
 from ..units import MAX_TOKENS
@@ -64,6 +65,7 @@ class MemoryMonitor(SeedMonitor):
     def _clear_model(self) -> None:
         self._profile = None
         self._fast = None
+        self._mono = None
         self._dtype_size: float = 2
         self._score_dtype_size: float = 2
         self._kv_bytes_per_token_override: float | None = None
@@ -104,6 +106,7 @@ class MemoryMonitor(SeedMonitor):
         self._kv_scale, self._store_scale = kv_widths(profile, self._dtype_size, self._kv_bytes_per_token_override,
                                                       layer_scale)
         self._fast = FastPeak(profile, self._backend, self._mlx_version_for_tables(), kv_scale=self._kv_scale)
+        self._mono = MonotonePeak(self._fast)
 
     def _update_plain(self) -> None:
         self._plain = (self._fast is not None and self._store_scale == 1.0 and not self._ane_prefill_transient_bytes
@@ -294,7 +297,7 @@ class MemoryMonitor(SeedMonitor):
         if self._plain and type(new_tokens) is int and type(chunk_size) is int and type(cached_tokens) is int \
                 and 0 <= new_tokens <= TOKENS and 1 <= chunk_size <= TOKENS and 0 <= cached_tokens <= TOKENS:
             try:
-                return self._fast.peak(new_tokens, chunk_size, cached_tokens)
+                return self._mono.peak(new_tokens, chunk_size, cached_tokens)
             except OmlxProfilesError as e:
                 return self._unknown_peak("estimate_prefill_peak_bytes", e)
         new_tokens, chunk_size, cached_tokens = _counts(new_tokens, chunk_size, cached_tokens)
@@ -302,7 +305,7 @@ class MemoryMonitor(SeedMonitor):
         if f is None:
             return self._no_info("estimate_prefill_peak_bytes")
         try:
-            peak = f.peak(new_tokens, chunk_size, cached_tokens)
+            peak = self._mono.peak(new_tokens, chunk_size, cached_tokens)
         except OmlxProfilesError as e:
             return self._unknown_peak("estimate_prefill_peak_bytes", e)
         if self._store_scale != 1.0 and new_tokens:

@@ -6,9 +6,13 @@ model of ``omlx_profiles.peak`` (checked against measured peaks: ``profiles/cali
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import InputError, OmlxProfilesError
 from ..kv.bytes import KVQuant, KVReport, kv_report
 from ..kv.replay import STEP  # mlx-lm KVCache allocation step: max_tokens searches on it first
+from ..peak.envelope import (envelope_bounds, envelope_bounds_fresh, envelope_exact_fresh, envelope_total,
+                             tight_upper)
 from ..peak.prefill import Breakdown, Request, Verdict, prefill_peak
 from ..peak.kernels import KernelRoutes
 from ..registry.profile import Profile, past_context
@@ -44,6 +48,7 @@ class Estimator:
         self.profile = profile
         self._memo: dict = {}
         self._fast: dict = {}
+        self._lines: dict = {}  # the envelope's shorter-call lines (peak.envelope.tight_upper)
 
     # -- resident KV (exact) -----------------------------------------------------------------------
     def kv_report(self, tokens: int, *, schedule: str = "generate", chunk: int = 2048,
@@ -60,8 +65,54 @@ class Estimator:
         """Peak bytes over what was held before the prompt (weights excluded), term by term.
 
         ``backend``: ``metal`` | ``cuda`` | ``cpu``; ``mlx_version``: picks the kernel table (``None``: the
-        newest); ``nax``: Metal on M5-generation GPUs (neural accelerators change the D=256 routes)."""
-        return prefill_peak(self.profile, request, backend=backend, mlx_version=mlx_version, dtype=dtype, nax=nax)
+        newest); ``nax``: Metal on M5-generation GPUs (neural accelerators change the D=256 routes).
+
+        The reported total (``held_before_bytes + peak_bytes``) is the monotone envelope of the exact model
+        (``peak.envelope``): never below the replay of this request, and never below that of a request with
+        fewer new tokens or a shorter cached prefix (same chunk), so a longer prompt or prefix never reports
+        less. Where that raises the number, the term ``envelope`` says by how much (calibration points,
+        whole chunks without a prefix, are their own envelope)."""
+        bd = prefill_peak(self.profile, request, backend=backend, mlx_version=mlx_version, dtype=dtype, nax=nax)
+        return self._enveloped(request, bd, backend, mlx_version, dtype, nax)
+
+    def _enveloped(self, request: Request, bd: Breakdown, backend: str, mlx_version, dtype, nax) -> Breakdown:
+        """``bd`` raised to ``peak.envelope.envelope_total`` (a term ``envelope`` and a line saying why)."""
+        if request.schedule != "generate":  # one call of the whole prompt: no chunk or prefix alignment
+            return bd
+        new, chunk, cached = request.new_tokens, request.chunk, request.cached
+        here = bd.held_before_bytes + bd.peak_bytes
+
+        def exact(m: int, c: int) -> int:
+            if (m, c) == (new, cached):
+                return here
+            key = ("total", m, chunk, c, backend, mlx_version, dtype, nax)
+            v = self._memo.get(key)
+            if v is None:
+                b = prefill_peak(self.profile, Request(c + m, cached=c, chunk=chunk), backend=backend,
+                                 mlx_version=mlx_version, dtype=dtype, nax=nax)
+                v = b.held_before_bytes + b.peak_bytes
+                if len(self._memo) >= _MEMO:
+                    self._memo.clear()
+                self._memo[key] = v
+            return v
+
+        fp = self._fast_peak(request, backend, mlx_version, dtype, nax)
+
+        def upper(m: int, c: int):
+            try:
+                return tight_upper(fp, m, chunk, c, self._lines) if fp is not None else None
+            except (OmlxProfilesError, ArithmeticError):
+                return None
+
+        extra = envelope_total(new, chunk, cached, exact, upper, exact_here=here) - here
+        if extra <= 0:
+            return bd
+        terms = dict(bd.terms)
+        terms["envelope"] = extra
+        line = (f"monotone envelope: +{format_bytes(extra)} over this request's own replay, so that no request "
+                f"with fewer new tokens or a shorter cached prefix (chunk {chunk}) reports more: which call "
+                "copies a growing cache moves with the alignment (peak/envelope.py)")
+        return replace(bd, peak_bytes=bd.peak_bytes + extra, terms=terms, explanation=bd.explanation + (line,))
 
     def total_bytes(self, request: Request, weights_bytes: int, backend: str = DEFAULT_BACKEND,
                     mlx_version: str | None = None, *, dtype: str | None = None, nax: bool = False) -> int:
@@ -90,7 +141,8 @@ class Estimator:
         falls between bounds at most ``fit_margin`` apart (64 KiB, or 1/65,536 of the total where more), the
         answer is "does not fit" (``margin`` True) without a replay, so a request whose exact total is within
         that margin under the usable budget may be refused; "fits" is never said of a request the exact replay refuses. Its totals and breakdown are
-        the exact replay's, computed when first read."""
+        ``prefill_peak``'s (the exact replay raised to its monotone envelope, ``peak.envelope``), computed when first
+        read; the bounds decided from are the envelope's (``envelope_upper``)."""
         check_count("budget", budget, minimum=0, maximum=MAX_BYTES)
         given = weights_bytes is not None
         w = check_count("weights_bytes", weights_bytes, minimum=0, maximum=MAX_BYTES) if given else 0
@@ -104,7 +156,7 @@ class Estimator:
         if fp is not None:
             new, chunk, cached = request.new_tokens, request.chunk, request.cached
             try:
-                b = fp.bounds(new, chunk, cached, usable - w)
+                b = envelope_bounds(new, chunk, cached, fp, usable - w, self._lines)
                 if b is not None:
                     lo, hi = b
                     if w + hi <= usable:
@@ -119,7 +171,7 @@ class Estimator:
             cf = self._cuda_fit(request, backend, mlx_version, dtype, nax)
             if cf is not None:  # CUDA without a prefix (peak.fast_cuda): the same decision, else 2 calls replayed
                 try:
-                    lo, hi = cf.bounds(request.new_tokens)
+                    lo, hi = envelope_bounds_fresh(request.new_tokens, request.chunk, cf)
                     if hi is not None and w + hi <= usable:
                         return _LazyVerdict(self, key, budget, res, usable, w, given)
                     if w + lo > usable:
@@ -127,7 +179,7 @@ class Estimator:
                     if hi is not None and hi - lo <= fit_margin(hi):
                         return _LazyVerdict(self, key, budget, res, usable, w, given, fits=False, margin=True)
                     return _LazyVerdict(self, key, budget, res, usable, w, given,
-                                        fits=w + cf.exact(request.new_tokens) <= usable)
+                                        fits=w + envelope_exact_fresh(request.new_tokens, request.chunk, cf) <= usable)
                 except (OmlxProfilesError, ArithmeticError):
                     pass
         bd = self._breakdown(key)
@@ -210,20 +262,21 @@ class Estimator:
         return cf or None
 
     def _bounds(self, request: Request, backend: str, mlx_version, dtype, nax) -> tuple[int | None, int] | None:
-        """(lower or ``None``, upper) bounds of ``held before + peak`` that ``fits`` decides from, or ``None``."""
+        """(lower or ``None``, upper) bounds of the reported ``held before + peak`` (the exact replay's monotone
+        envelope, ``peak.envelope``) that ``fits`` decides from, or ``None``."""
         fp = self._fast_peak(request, backend, mlx_version, dtype, nax)
         if fp is None:
             cf = self._cuda_fit(request, backend, mlx_version, dtype, nax)
             if cf is None:
                 return None
             try:
-                lo, hi = cf.bounds(request.new_tokens)
+                lo, hi = envelope_bounds_fresh(request.new_tokens, request.chunk, cf)
             except (OmlxProfilesError, ArithmeticError):
                 return None
             return None if hi is None else (lo, hi)
         new, chunk, cached = request.new_tokens, request.chunk, request.cached
         try:
-            return fp.bounds(new, chunk, cached)
+            return envelope_bounds(new, chunk, cached, fp, lines=self._lines)
         except (OmlxProfilesError, ArithmeticError):
             return None
 
@@ -242,12 +295,13 @@ class Estimator:
         check_count("cached", cached, minimum=0)
         check_count("chunk", chunk, minimum=1)
         usable = max(0, budget - resolve_reserve(budget, reserve))
-        kr = KernelRoutes.for_backend(backend, mlx_version)
+        KernelRoutes.for_backend(backend, mlx_version)  # a bad backend or version: an error before the search
         hi_cap = limit or self.profile.max_context or 2**22
 
         def ok(n: int) -> bool:
             req = Request(n, cached=cached, chunk=chunk, schedule=schedule)
-            bd = prefill_peak(self.profile, req, backend=backend, routes=kr, dtype=dtype, nax=nax)
+            # the reported (enveloped) total: monotone in the prompt, so every shorter length fits too
+            bd = self.prefill_peak(req, backend, mlx_version, dtype=dtype, nax=nax)
             return weights_bytes + bd.held_before_bytes + bd.peak_bytes <= usable
 
         lo = cached + 1

@@ -14,7 +14,6 @@ are added with ``register_tiled`` and take precedence over the table, as the see
 """
 from __future__ import annotations
 
-import re
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
@@ -33,17 +32,24 @@ BACKENDS = ("metal", "cuda", "cpu")
 # versions
 # --------------------------------------------------------------------------------------------------
 
-_VER = re.compile(r"^\s*(\d+)(?:\.(\d+))?(?:\.(\d+))?")
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
     """``"0.32.4"`` -> (0, 32, 4); ``"0.32"`` -> (0, 32, 0). Suffixes (``.dev``, ``+cuda``) are ignored."""
     if not isinstance(text, str):
         raise InputError(f"--mlx-version must be a string like '0.32.4', got {text!r}")
-    m = _VER.match(text)
-    if not m:
+    # the whole text is read as PEP 440 (packaging, as the kernel tables' ranges are): a prefix match read
+    # "1!0.32" (epoch 1) as 1.0.0 and "0.32.*" (a range, not a version) as 0.32.0, without a word
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        v = Version(text.strip())
+    except InvalidVersion:
+        v = None
+    if v is None or v.epoch != 0 or len(text) > 64:
         raise InputError(f"--mlx-version {text!r} is not an MLX version of the form MAJOR.MINOR[.PATCH] (e.g. 0.32.4)")
-    return tuple(int(g or 0) for g in m.groups())  # type: ignore[return-value]
+    r = (tuple(v.release) + (0, 0))[:3]
+    return (r[0], r[1], r[2])
 
 
 def version_matches(version: tuple[int, int, int], spec: str) -> bool:

@@ -1,0 +1,232 @@
+"""The monotone envelope of a request's total (``held before + prefill peak``): what the public API reports.
+
+Why an envelope: the truth is not monotone. mlx-lm's ``KVCache`` grows in 256-row steps and copies its old
+buffer when it does, so which call of a prompt copies the caches, and from how many rows, moves with the
+cached prefix's alignment: a one-token follow-up after a prefix of 256 j tokens copies every full-attention
+cache, after 256 j + 5 it does not; a 1,000-token prefix peaked ~1 MB above a 1,100-token one on MLX's CPU
+backend (tests/test_properties_live.py). Along the prompt, the last token after a full chunk holds a chunk's
+sliding rows where the last token after a shorter call holds fewer, so ``k S + 1`` new tokens can peak above
+``k S + 2``. An engine asks "does this fit?" and "how long can the prompt be?": a longer prompt or prefix that
+reports less memory makes both answers wrong. So the API reports, for a request of ``n`` new tokens in
+chunks of ``S`` after ``c`` cached, a number ``E(n, c)`` that is
+
+* never below the exact model of the request (so never below the truth where the model is not), and
+* non-decreasing in ``n`` (fixed ``c``, ``S``) and in ``c`` (fixed ``n``, ``S``).
+
+Construction (``V`` the exact total, ``U`` the fast path's upper bound after a prefix, ``tight_upper``)::
+
+    P(n)    = {n, 1, 2} + {k S + 1, k S + 2, S, if k = (n - 1) // S >= 1}     (the dominating prompt lengths, <= n)
+    E(n, 0) = max over m in P(n) of V(m, 0)
+    E(n, c) = max(E(n, 0), V(n, c), max over m in P(n) of U(m, c))          (c > 0)
+
+Why it is monotone (the argument the property tests check):
+
+* In ``n``, one block ``k`` at a time. Within a block (``n = k S + 1 + r``, ``2 <= r < S``) a longer prompt
+  has the same full-chunk calls, a shorter call of ``r + 1`` queries in place of ``r`` at the same offset, in
+  the same layout (a RotatingKVCache concatenates every multi-token update; a KVCache grows when the rows
+  pass its capacity, which more queries only bring earlier), and its last token one row later: every term of
+  both grows (more queries: more rows, activations, scores; later: more held, longer keys), so ``V`` and ``U``
+  (buckets cumulative in ``q``, ``Pieces`` cumulative in the offset) do not fall. What the layout changes is
+  in ``P``: ``r = 0`` (``k S + 1``, the last token after a full chunk, which holds a chunk's sliding rows) and
+  ``r = 1`` (``k S + 2``: a one-token shorter call updates its rotating caches in place, 2 ops where a
+  longer one's concatenate takes 6, and the derived Metal bound's run-ahead window, a number of ops, then
+  holds more of the call: gpt-oss-20b metal after 3584 cached, chunk 256, 2 new tokens 0.5 MB above 3;
+  counting every rotating update in 2 ops in that window would make the bound itself monotone there, but it
+  raised derived Metal peaks of sliding-window models by up to 24.5% at 131k tokens -- not done).
+  Crossing into block ``k``: ``k S + 1`` dominates every length of the blocks before (its full chunk at
+  offset ``(k - 1) S`` is at or past every earlier call's offset with at least its queries; its last token,
+  after a full chunk, is past every earlier last token), and ``S`` the first block (prompts of at most a chunk:
+  after a prefix a route of their own, ``FastPeak``'s ``prev_one`` bounds), with ``1`` and ``2`` in ``P``.
+* In ``c``: ``U(m, c)`` is the maximum of per-call bounds each cumulative in the call's offset (``Pieces``
+  are running maxima over the offset, every capacity phase a history can leave taken at its worst:
+  ``peak.fast_lines``), and a longer prefix moves every call of the same prompt to a later offset; so
+  ``U(m, c) >= U(m, c')`` for ``c' <= c``, hence ``>= V(m, c')``. ``E(n, 0)`` is in every ``E(n, c)``.
+  (The whole-step copy that makes the truth fall off whole steps is in ``U`` at every offset: the envelope
+  charges it wherever some shorter prefix pays it. It is also what oMLX's follow-ups pay at EVERY prefix: its
+  paged prefix cache rebuilds a KVCache from blocks concatenated to exactly the cached rows, so the first call
+  after a restore always grows the buffer and copies it -- omlx/cache/type_handlers.py,
+  ``KVCacheHandler.concatenate_states`` / ``reconstruct_cache``.)
+
+Calibration points (no prefix, a prompt of whole chunks plus the last token: ``n = k S + 1``) are their own
+dominating point: ``E = V`` there, their est/measured unchanged.
+
+Where no fast bound exists (CUDA: graph-commit boundaries move with the length; chunked attention; a
+``bound`` basis) ``U`` is not available and ``E(n, c) = max(E(n, 0), max over P(n) of V(m, c))``: monotone in
+``n`` across blocks as above, but NOT proven in ``c`` nor within a block (CUDA's commits): said so by the
+properties' domains.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from .kernels import _TILED_VERSION
+
+Total = Callable[[int, int], int]  # (new tokens, cached) -> held before + peak, for the chunk at hand
+Upper = Callable[[int, int], "int | None"]
+
+
+def dominating_lengths(new: int, chunk: int) -> tuple[int, ...]:
+    """``P(n)``: the prompt lengths (new tokens) whose totals every shorter prompt's total is below (module
+    doc): ``n`` itself; one and two tokens (a single call that grows and computes the logits; two one-token
+    calls); and from the second block on, the block's first two lengths ``k S + 1`` (the last token after a full
+    chunk) and ``k S + 2`` (a one-token shorter call: its rotating updates in place) and a chunk ``S``."""
+    pts = {new} | {m for m in (1, 2) if m <= new}
+    k = (new - 1) // chunk
+    if k >= 1:
+        pts.update(m for m in (k * chunk + 1, k * chunk + 2, chunk) if m <= new)
+    return tuple(sorted(pts))
+
+
+def envelope_total(new: int, chunk: int, cached: int, exact: Total, upper: Upper | None = None,
+                   exact_here: int | None = None) -> int:
+    """``E(new, cached)`` (module doc). ``exact(m, c)``: the exact total of ``m`` new tokens after ``c``
+    cached (in chunks of ``chunk``); ``upper(m, c)``: the fast path's upper bound of the same, or ``None``
+    where there is none; ``exact_here``: ``exact(new, cached)`` when the caller has it already."""
+    pts = dominating_lengths(new, chunk)
+    here = exact(new, cached) if exact_here is None else exact_here
+    base = max(exact(m, 0) if (m, cached) != (new, 0) else here for m in pts)
+    if not cached:
+        return base
+    v = max(base, here)
+    for m in pts:
+        u = upper(m, cached) if upper is not None else None
+        if u is None:
+            u = exact(m, cached) if m != new else here
+        if u > v:
+            v = u
+    return v
+
+
+def tight_upper(fast, new: int, chunk: int, cached: int, memo: dict) -> int | None:
+    """``U(new, cached)`` (``FastPeak.total_bound`` after a prefix) with the shorter call bounded at its own query
+    count instead of its bucket's top: the bucket's lines charge ``r`` queries as up to 4x as many (199 as 256
+    after a 32k prefix cost DeepSeek-V3 on metal 21% of its total), which the envelope would report. The call's
+    lines at ``r`` (``CallModel.pieces`` over the same layouts as its bucket) are, like the bucket's, a running
+    maximum over the offset and no lower for a larger ``r`` of the same bucket (same layouts and routes, every
+    item's bytes growing with the query count); the lower buckets' cumulative lines stay in the maximum, so
+    ``U`` stays non-decreasing in ``new`` and ``cached``. ``memo``: the lines per (chunk, layout, r), built once
+    (tens of ms). ``None`` where there are no bounds."""
+    from bisect import bisect_left
+
+    from .kernels import _TILED_VERSION as gen
+
+    if fast.exact_only or cached <= 0:
+        return None
+    k, r = divmod(new - 1, chunk)
+    fresh = 2 if (not k and r) else False
+    c = fast._chunks.get((chunk, fresh))
+    if c is None or gen[0] != fast._tiled_gen:
+        c = fast._chunk(chunk, fresh)
+    v = c.lasts[bisect_left(c.ltops, r or (chunk if k else 1))].at(cached + new - 1)  # the last token
+    if k:
+        f = c.full.at(cached + chunk * (k - 1))
+        if f > v:
+            v = f
+    if r:
+        off = cached + chunk * k
+        i = bisect_left(c.tops, r)
+        if c.tops[i] == r:
+            f = c.calls[i].at(off)
+        else:
+            key = (chunk, fresh, r, gen[0])
+            t = memo.get(key)
+            if t is None:
+                if len(memo) >= 4096:
+                    memo.clear()
+                q_min = c.tops[i - 1] + 1 if i else 1
+                t = memo[key] = c.model.pieces(r, chunk, "upper", q_min=q_min)[0]
+            f = t.at(off)
+            if i:
+                g = c.calls[i - 1].at(off)
+                if g > f:
+                    f = g
+        if f > v:
+            v = f
+    return v
+
+
+def envelope_bounds(new: int, chunk: int, cached: int, fast, need: int | None = None,
+                    lines: dict | None = None) -> tuple[int | None, int] | None:
+    """(lower or ``None``, upper) of ``envelope_total`` from ``FastPeak``'s bounds alone (``Estimator.fits``, in
+    microseconds): every ``V`` in the envelope bounded by ``FastPeak.bounds`` (below: their lower bounds, the
+    envelope is above each; above: their upper bounds), every ``U`` term computed as the envelope computes it
+    (``tight_upper``, with ``lines`` its memo): where a ``U`` term is the envelope's largest, the two meet and the
+    verdict needs no replay. ``need``: the bytes the budget leaves (``FastPeak.bounds`` refines only where it
+    falls between its lines). ``None`` where a bound is missing (the exact model answers)."""
+    b = fast.bounds(new, chunk, cached, need)
+    if b is None:
+        return None
+    lo, hi = b
+    for m in dominating_lengths(new, chunk):
+        if m != new or cached:
+            bm = fast.bounds(m, chunk, 0, need)
+            if bm is None:
+                return None
+            if bm[1] > hi:
+                hi = bm[1]
+            if bm[0] is not None and (lo is None or bm[0] > lo):
+                lo = bm[0]
+        if cached:
+            u = tight_upper(fast, m, chunk, cached, {} if lines is None else lines)
+            if u is None:
+                return None
+            if u > hi:
+                hi = u
+            if lo is None or u > lo:
+                lo = u
+    return lo, hi
+
+
+def envelope_bounds_fresh(new: int, chunk: int, fit) -> tuple[int, int | None]:
+    """``envelope_bounds`` without a prefix from per-length bounds ``fit.bounds(m) -> (lower, upper or None)``
+    (``peak.fast_cuda.CudaFit``): the request's own lower bound, the largest upper bound over ``P(n)``."""
+    lo, hi = fit.bounds(new)
+    for m in dominating_lengths(new, chunk):
+        if m != new and hi is not None:
+            h = fit.bounds(m)[1]
+            hi = None if h is None else max(hi, h)
+    return lo, hi
+
+
+def envelope_exact_fresh(new: int, chunk: int, fit) -> int:
+    """``E(new, 0)`` from ``fit.exact(m)`` (the exact total of ``m`` new tokens without a prefix)."""
+    return max(fit.exact(m) for m in dominating_lengths(new, chunk))
+
+
+class MonotonePeak:
+    """The oMLX facade's prefill peak (over the prefix) as the envelope of ``FastPeak``'s answers: ``V`` is
+    ``FastPeak.peak`` + the prefix's cache (itself the fast path's bound, or the exact model where that is
+    all there is), ``U`` ``tight_upper``. ``peak(n, S, c) = E(n, c) - prefix(c)``: never negative
+    (``E(n, c) >= V(n, c) >= prefix(c)``), never below the exact model, and ``prefix(c) + peak`` non-decreasing
+    in ``n`` and ``c``. Memoized per request (the facade's hot path: a dict look-up)."""
+
+    def __init__(self, fast):
+        self.fast = fast
+        self._memo: dict[tuple[int, int, int], int] = {}
+        self._lines: dict = {}  # tight_upper's shorter-call lines
+        self._gen = _TILED_VERSION[0]
+
+    def peak(self, new: int, chunk: int, cached: int = 0) -> int:
+        key = (new, chunk, cached)
+        v = self._memo.get(key)
+        if v is not None and _TILED_VERSION[0] == self._gen:
+            return v
+        if _TILED_VERSION[0] != self._gen:  # a tiled kernel was (un)registered: FastPeak recomputes too
+            self._memo.clear()
+            self._gen = _TILED_VERSION[0]
+        if new <= 0:
+            return 0
+        f = self.fast
+        prefix = f._prefix(cached, chunk) if cached else 0
+
+        def exact(m: int, c: int) -> int:
+            return f.peak(m, chunk, c) + (f._prefix(c, chunk) if c else 0)
+
+        upper = None if f.exact_only else (lambda m, c: tight_upper(f, m, chunk, c, self._lines))
+        v = envelope_total(new, chunk, cached, exact, upper) - prefix
+        if v < 0:
+            v = 0
+        if len(self._memo) >= 1 << 16:
+            self._memo.clear()
+        self._memo[key] = v
+        return v
