@@ -316,6 +316,10 @@ class FastPeak:
         if r:
             f = cf.calls[_bucket(cf.tops, r)].at(off)
             t = cf.top if cf.top and r >= cf.top.lo else cf.mid if cf.mid and cf.mid.lo <= r <= cf.mid.hi else None
+            if r == 1 and f > u:  # one query after a full chunk: it grows every KVCache by a step, as a last
+                g = cf.lgrow.at(off)  # token would (whose logits only add items): the known-layout lines
+                if g < f:
+                    f = g
             if t is not None and f > u:  # the shorter call may be the highest: at points of its own size
                 g, h = t.bounds(r, off)
                 if h < f:
