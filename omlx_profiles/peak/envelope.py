@@ -97,7 +97,7 @@ def envelope_total(new: int, chunk: int, cached: int, exact: Total, upper: Upper
     return v
 
 
-def tight_upper(fast, new: int, chunk: int, cached: int, memo: dict) -> int | None:
+def tight_upper(fast, new: int, chunk: int, cached: int, memo: dict, need: int | None = None):
     """``U(new, cached)`` (``FastPeak.total_bound`` after a prefix) with the shorter call bounded at its own query
     count instead of its bucket's top: the bucket's lines charge ``r`` queries as up to 4x as many (199 as 256
     after a 32k prefix cost DeepSeek-V3 on metal 21% of its total), which the envelope would report. The call's
@@ -130,6 +130,14 @@ def tight_upper(fast, new: int, chunk: int, cached: int, memo: dict) -> int | No
         else:
             key = (chunk, fresh, r, gen[0])
             t = memo.get(key)
+            if t is None and need is not None:
+                # the lines at r lie between the lower buckets' and the bucket top's: where ``need`` is not
+                # between those, they decide without building r's own lines (tens of ms per new r)
+                lo_u = c.calls[i - 1].at(off) if i else 0
+                hi_u = c.calls[i].at(off)
+                lo_u, hi_u = max(lo_u, v), max(hi_u, v)
+                if hi_u <= need or lo_u > need:
+                    return lo_u, hi_u
             if t is None:
                 if len(memo) >= 4096:
                     memo.clear()
@@ -167,13 +175,14 @@ def envelope_bounds(new: int, chunk: int, cached: int, fast, need: int | None = 
             if bm[0] is not None and (lo is None or bm[0] > lo):
                 lo = bm[0]
         if cached:
-            u = tight_upper(fast, m, chunk, cached, {} if lines is None else lines)
+            u = tight_upper(fast, m, chunk, cached, {} if lines is None else lines, need)
             if u is None:
                 return None
-            if u > hi:
-                hi = u
-            if lo is None or u > lo:
-                lo = u
+            ul, uh = u if isinstance(u, tuple) else (u, u)  # (lower, upper) of U where need decides
+            if uh > hi:
+                hi = uh
+            if lo is None or ul > lo:
+                lo = ul
     return lo, hi
 
 
