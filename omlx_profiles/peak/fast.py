@@ -249,6 +249,11 @@ class FastPeak:
             u = f
         if r:
             f = c.calls[_bucket(c.tops, r)].at(S * k)  # the shorter call
+            if r == 1 and f > u:  # one query: in place at its phase's free rows (>= 1: the chunk is not whole steps)
+                ph = table[k] if k < len(table) else table[start + (k - start) % period]
+                g = c.lfit.at(S * k) + int(ph[0] * c.row) + 1  # the in-place last-token lines (logits: more)
+                if g < f:
+                    f = g
             if f > u:
                 u = f
         return lo, (u if u < hi else hi)
@@ -278,6 +283,8 @@ class FastPeak:
         lines = {ph: (m.pieces(S, S, "upper", q_min=S, known=("phase",) + ph)[0],
                       m.pieces(S, S, "lower", known=("phase",) + ph)[0]) for ph in set(table[1:])}
         c.phases = (table, start, len(table) - start, lines)
+        c.lfit = m.pieces(S, S, "last", known="fit")[0]
+        c.row = _growing_row_bytes(m)
 
     def _refined(self, new: int, S: int, cached: int, lo: int | None, hi: int) -> tuple[int | None, int]:
         """Tighter bounds of a prompt of more than a chunk and a token, chunks of whole 256-row steps: the
