@@ -245,8 +245,17 @@ class FastPeak:
         if f > u:
             u = f
         f = c.lasts[bisect_left(c.ltops, r or S)].at(new - 1)  # the last token
-        if f > u:
-            u = f
+        if f > u:  # its KVCache rows known from call k's phase and the shorter call's size (``kv_call``)
+            free, trimmed = table[k] if k < len(table) else table[start + (k - start) % period]
+            if r > free:  # the shorter call grew the caches (from the offset when trimmed)
+                free = (0 if trimmed else free) + -(-r // STEP) * STEP - r
+            elif r:
+                free -= r
+            g = c.lgrow.at(new - 1) if free == 0 else c.lfit.at(new - 1) + int(free * c.row) + 1
+            if g < f:
+                f = g
+            if f > u:
+                u = f
         if r:
             f = c.calls[_bucket(c.tops, r)].at(S * k)  # the shorter call
             if r == 1 and f > u:  # one query: in place at its phase's free rows (>= 1: the chunk is not whole steps)
@@ -284,6 +293,7 @@ class FastPeak:
                       m.pieces(S, S, "lower", known=("phase",) + ph)[0]) for ph in set(table[1:])}
         c.phases = (table, start, len(table) - start, lines)
         c.lfit = m.pieces(S, S, "last", known="fit")[0]
+        c.lgrow = m.pieces(S, S, "last", known="grow")[0]
         c.row = _growing_row_bytes(m)
 
     def _refined(self, new: int, S: int, cached: int, lo: int | None, hi: int) -> tuple[int | None, int]:
