@@ -426,3 +426,17 @@ def test_mlx_version_forms_that_are_versions(v, want):
     from omlx_profiles.peak.kernels import parse_version
 
     assert parse_version(v) == want
+
+
+@pytest.mark.parametrize("call", ["fits", "prefill_peak", "total_bytes"])
+@pytest.mark.parametrize("bad", [5, "5", None, (5, 0, 2048)])
+def test_a_request_that_is_not_a_request_is_an_input_error(call, bad):
+    """s7-hostile's API sweep: ``Estimator(p).fits(5, ...)`` raised AttributeError ('int' object has no
+    attribute 'tokens'); an engine must get the typed error naming the argument."""
+    from omlx_profiles import Estimator, default_registry
+    from omlx_profiles.errors import InputError
+
+    est = Estimator(default_registry().resolve("meta-llama/Llama-3.1-8B-Instruct").profile)
+    args = {"fits": (bad, 1 << 30), "prefill_peak": (bad,), "total_bytes": (bad, 0)}[call]
+    with pytest.raises(InputError, match="request must be a Request"):
+        getattr(est, call)(*args)

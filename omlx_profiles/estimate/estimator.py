@@ -43,6 +43,14 @@ def fit_margin(upper: int) -> int:
 _MEMO = 4096  # exact breakdowns kept per Estimator (an engine's distinct prompt lengths)
 
 
+def _check_request(request: object) -> None:
+    """An engine that passes a token count where a ``Request`` belongs gets an ``InputError`` naming the
+    argument, not an ``AttributeError`` from deep inside (an ``isinstance``: tens of nanoseconds)."""
+    if not isinstance(request, Request):
+        raise InputError(f"request must be a Request (e.g. Request(tokens, cached=0, chunk=2048) from "
+                         f"omlx_profiles.peak.prefill), got {type(request).__name__} {request!r:.40}")
+
+
 class Estimator:
     def __init__(self, profile: Profile):
         self.profile = profile
@@ -72,6 +80,7 @@ class Estimator:
         fewer new tokens or a shorter cached prefix (same chunk), so a longer prompt or prefix never reports
         less. Where that raises the number, the term ``envelope`` says by how much (calibration points,
         whole chunks without a prefix, are their own envelope)."""
+        _check_request(request)
         bd = prefill_peak(self.profile, request, backend=backend, mlx_version=mlx_version, dtype=dtype, nax=nax)
         return self._enveloped(request, bd, backend, mlx_version, dtype, nax)
 
@@ -143,6 +152,7 @@ class Estimator:
         that margin under the usable budget may be refused; "fits" is never said of a request the exact replay refuses. Its totals and breakdown are
         ``prefill_peak``'s (the exact replay raised to its monotone envelope, ``peak.envelope``), computed when first
         read; the bounds decided from are the envelope's (``envelope_upper``)."""
+        _check_request(request)
         check_count("budget", budget, minimum=0, maximum=MAX_BYTES)
         given = weights_bytes is not None
         w = check_count("weights_bytes", weights_bytes, minimum=0, maximum=MAX_BYTES) if given else 0
