@@ -129,6 +129,18 @@ UNSUPPORTED = {"lfm2.5-vl-1.6b": "lfm2_vl"}  # mlx-lm 0.32.2 cannot import mlx_l
 ALL = sorted(p.stem for p in CONFIGS.glob("*.json"))
 
 
+def estimate_ok(code: int, out: str) -> bool:
+    """``estimate`` answered: exit 0, or exit 1 with the JSON's ``past_context`` said (docs/errors.md: a prompt
+    past the model's context exits 1 even without ``--budget``; the bytes are still reported, and these
+    tests check the bytes at 32k on models trained for less)."""
+    if code == 0:
+        return True
+    try:
+        return code == 1 and bool(json.loads(out).get("past_context"))
+    except ValueError:
+        return False
+
+
 def cfg_path(stem: str) -> Path:
     return CONFIGS / f"{stem}.json"
 
@@ -141,7 +153,7 @@ def test_every_config_is_classified():
 def test_estimate_config_32k_equals_formula(stem):
     grow, windowed, const = FORMULA[stem]
     code, out, err = run_cli("estimate", "--config", str(cfg_path(stem)), "--tokens", str(N32K), "--json")
-    assert code == 0, err
+    assert estimate_ok(code, out), err
     assert json.loads(out)["kv_bytes"] == grow * N32K + windowed + const
 
 
@@ -347,7 +359,7 @@ def test_extract_skeleton_validates_and_reproduces(tmp_path, stem):
     for n, chunk in ((1, 2048), (1000, 256), (N32K, 2048)):
         a = run_cli("estimate", "--config", str(cfg_path(stem)), "--tokens", str(n), "--chunk", str(chunk), "--json")
         b = run_cli("estimate", name, "--profiles", str(out), "--tokens", str(n), "--chunk", str(chunk), "--json")
-        assert a[0] == 0 and b[0] == 0, (a[2], b[2])
+        assert estimate_ok(a[0], a[1]) and estimate_ok(b[0], b[1]), (a[2], b[2])
         assert json.loads(a[1])["kv_bytes"] == json.loads(b[1])["kv_bytes"]
         assert [x["bytes"] for x in json.loads(a[1])["layers"]] == [x["bytes"] for x in json.loads(b[1])["layers"]]
 
