@@ -13,7 +13,8 @@ from .explain import CallPeak, routes_used
 from .kernels import KernelRoutes, tiled_state
 from .layers import dense_layer, embedding_items, layer_items, logits_items
 from .ops.items import CallContext, Item
-from .replay import EntryState, calls_of, fill_prefix
+from .ops.recurrent import state_snapshot_bytes
+from .replay import KV_SCALED_KINDS, EntryState, calls_of, entry_bytes, fill_prefix, scale_up
 from .request import Request
 
 SMALL_ARRAYS = 64 * 1024
@@ -139,6 +140,43 @@ def call_window(items: list, ex, s: int, act: int, all_sums: list | None = None)
     else:
         wmax, wterms = window_max(items, ex.window_for(s), ex.op_weight, ex.view_weight, all_sums=all_sums)
     return wmax, wterms
+
+
+def held_bytes(p: Profile, states: dict, counts: dict, act: int, q_prev: int, kv_scale: float) -> tuple[int, int]:
+    """What the caches hold before a call: ``(cache bytes, state snapshot bytes)``. The full-attention
+    caches scaled by ``kv_scale`` (``prefill_peak``'s docstring); a recurrent state that has started keeps a
+    snapshot of the previous call's ``q_prev`` queries (conv views) when that call had more than one.
+    One function for the exact replay (``prefill``) and the CUDA fit tables (``fast_cuda``), which must agree
+    byte for byte."""
+    kv = snap = scaled = 0
+    for name, sts in states.items():
+        for st in sts:
+            b = counts[name] * entry_bytes(st.e, st.rows(), act, st.off > 0)
+            if st.e.kind in KV_SCALED_KINDS:
+                scaled += b
+            else:
+                kv += b
+            if st.e.kind == "state" and st.off > 0 and q_prev > 1:
+                snap += counts[name] * state_snapshot_bytes(p, p.layer_types[name], st.e, q_prev, act)
+    return kv + scale_up(scaled, kv_scale), snap
+
+
+def growth_bytes(states: dict, steps: dict, counts: dict, act: int, kv_scale: float) -> int:
+    """The rows a call adds to its caches (a recurrent state: its whole size the first time), the
+    full-attention ones scaled by ``kv_scale``. Shared by ``prefill`` and ``fast_cuda`` like ``held_bytes``."""
+    growth = growth_scaled = 0
+    for name, sts in states.items():
+        for st, stp in zip(sts, steps[name]):
+            e = st.e
+            if e.kind == "state":
+                add = e.state_bytes(act) if stp.old_rows == 0 else 0
+            else:
+                add = max(0, stp.new_rows - stp.old_rows) * e.row_elements * act
+            if e.kind in KV_SCALED_KINDS:
+                growth_scaled += counts[name] * add
+            else:
+                growth += counts[name] * add
+    return growth + scale_up(growth_scaled, kv_scale)
 
 
 def pinned_bytes(p: Profile, steps: dict, s: int, act: int) -> dict[str, int]:

@@ -24,11 +24,11 @@ import numpy as np
 from ..errors import UnsupportedError
 from ..kv.replay import MAX_CALLS, STEP
 from ..registry.profile import Profile
-from .call import activation_dtype, call_window, items_of_call, pinned_bytes, run_ahead_ops, validate_profile
+from .call import (activation_dtype, call_window, growth_bytes, held_bytes, items_of_call, pinned_bytes, run_ahead_ops,
+                   validate_profile)
 from .executor import carried_per_item, window_max
 from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
-from .ops.recurrent import state_snapshot_bytes
-from .replay import KV_SCALED_KINDS, EntryState, entry_bytes, scale_up
+from .replay import EntryState
 
 
 class CallWalk:
@@ -67,18 +67,7 @@ class CallWalk:
         return c
 
     def held(self) -> tuple[int, int]:
-        kv = snap = scaled = 0
-        p, act, counts, q_prev = self.p, self.act, self.counts, self.q_prev
-        for name, sts in self.states.items():
-            for st in sts:
-                b = counts[name] * entry_bytes(st.e, st.rows(), act, st.off > 0)
-                if st.e.kind in KV_SCALED_KINDS:
-                    scaled += b
-                else:
-                    kv += b
-                if st.e.kind == "state" and st.off > 0 and q_prev > 1:
-                    snap += counts[name] * state_snapshot_bytes(p, p.layer_types[name], st.e, q_prev, act)
-        return kv + scale_up(scaled, self.kv_scale), snap
+        return held_bytes(self.p, self.states, self.counts, self.act, self.q_prev, self.kv_scale)
 
     def step(self, s: int, *, evaluate: bool, last: bool = False) -> tuple[int | None, frozenset]:
         """Run the next call (``s`` queries); returns its exact total (``None`` unless ``evaluate``) and
@@ -109,19 +98,7 @@ class CallWalk:
         types whose caches it changed."""
         kv_before, snap_before, steps, grew = self._advance(s)
         act = self.act
-        growth = growth_scaled = 0
-        for name, sts in self.states.items():
-            for st, stp in zip(sts, steps[name]):
-                e = st.e
-                if e.kind == "state":
-                    add = e.state_bytes(act) if stp.old_rows == 0 else 0
-                else:
-                    add = max(0, stp.new_rows - stp.old_rows) * e.row_elements * act
-                if e.kind in KV_SCALED_KINDS:
-                    growth_scaled += self.counts[name] * add
-                else:
-                    growth += self.counts[name] * add
-        growth += scale_up(growth_scaled, self.kv_scale)
+        growth = growth_bytes(self.states, steps, self.counts, act, self.kv_scale)
         base = kv_before + growth + snap_before + sum(pinned_bytes(self.p, steps, s, act).values())
         variants = []
         for worst in (None, self.worst) if self.worst else (None,):

@@ -19,11 +19,12 @@ from dataclasses import replace
 from ..errors import InputError, UnsupportedError
 from ..kv.replay import MAX_CALLS
 from ..registry.profile import Profile
-from .call import SMALL_ARRAYS, activation_dtype, call_items, call_peak, run_ahead_ops, validate_profile
+from .call import (SMALL_ARRAYS, activation_dtype, call_items, call_peak, growth_bytes, held_bytes, run_ahead_ops,
+                   validate_profile)
 from .explain import CallPeak, explain
 from .kernels import KernelRoutes, tiled_state
-from .ops.recurrent import state_snapshot_bytes, unverified_peak
-from .replay import KV_SCALED_KINDS, EntryState, calls_of, entry_bytes, fill_prefix, scale_up
+from .ops.recurrent import unverified_peak
+from .replay import EntryState, calls_of, fill_prefix
 from .request import Breakdown, Request, Verdict
 __all__ = ["Breakdown", "Request", "SMALL_ARRAYS", "Verdict", "call_items", "prefill_peak", "run_ahead_ops"]
 
@@ -129,21 +130,11 @@ def _prefill_peak(p: Profile, request: Request, kr: KernelRoutes, dtype: str | N
     for n in p.layer_names:
         counts[n] = counts.get(n, 0) + 1
 
-    def held(started: bool, q_prev: int) -> tuple[int, int]:
-        kv = snap = scaled = 0
-        for name, sts in states.items():
-            for st in sts:
-                b = counts[name] * entry_bytes(st.e, st.rows(), act, st.off > 0)
-                if st.e.kind in KV_SCALED_KINDS:
-                    scaled += b
-                else:
-                    kv += b
-                if st.e.kind == "state" and st.off > 0 and q_prev > 1:
-                    snap += counts[name] * state_snapshot_bytes(p, types[name], st.e, q_prev, act)
-        return kv + scale_up(scaled, kv_scale), snap
+    def held(q_prev: int) -> tuple[int, int]:
+        return held_bytes(p, states, counts, act, q_prev, kv_scale)
 
     offset = fill_prefix(states, prefix_calls)
-    prefix_held, prefix_snap = held(True, 0)  # the last prefix call was 1 token: no conv view left
+    prefix_held, prefix_snap = held(0)  # the last prefix call was 1 token: no conv view left
     held_start = prefix_held
 
     n_calls = len(calls)
@@ -155,19 +146,7 @@ def _prefill_peak(p: Profile, request: Request, kr: KernelRoutes, dtype: str | N
 
     def evaluate(ci, s, offset, steps, kv_before, snap_before):
         nonlocal best
-        growth = growth_scaled = 0
-        for name, sts in states.items():
-            for st, stp in zip(sts, steps[name]):
-                e = st.e
-                if e.kind == "state":
-                    add = e.state_bytes(act) if stp.old_rows == 0 else 0
-                else:
-                    add = max(0, stp.new_rows - stp.old_rows) * e.row_elements * act
-                if e.kind in KV_SCALED_KINDS:
-                    growth_scaled += counts[name] * add
-                else:
-                    growth += counts[name] * add
-        growth += scale_up(growth_scaled, kv_scale)
+        growth = growth_bytes(states, steps, counts, act, kv_scale)
         cp = call_peak(p, ci, s, offset, steps, kr, tiled, dt, act, nax, window, last=(ci == n_calls - 1),
                        kv_before=kv_before, snap_before=snap_before, growth=growth,
                        direct=request.schedule == "direct", worst=worst)
@@ -175,7 +154,7 @@ def _prefill_peak(p: Profile, request: Request, kr: KernelRoutes, dtype: str | N
             best = cp
 
     for ci, s in enumerate(calls):
-        kv_before, snap_before = held(True, q_prev)
+        kv_before, snap_before = held(q_prev)
         steps = {name: tuple(st.step(s) for st in sts) for name, sts in states.items()}
         if ci in wanted:
             evaluate(ci, s, offset, steps, kv_before, snap_before)
@@ -188,7 +167,7 @@ def _prefill_peak(p: Profile, request: Request, kr: KernelRoutes, dtype: str | N
     for ci, *rest in sorted({v[0]: v for v in last_growing.values()}.values(), key=lambda v: v[0]):
         if ci not in wanted:
             evaluate(ci, *rest)
-    resident_after, _ = held(True, 1)
+    resident_after, _ = held(1)
     assert best is not None
     terms: dict[str, int] = {}
     kv_resident = best.held_before - held_start
