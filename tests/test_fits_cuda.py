@@ -133,3 +133,39 @@ def test_the_free_graph_window_is_never_below_the_graph_model():
         # a bucket's smallest call counts fewer input elements: graphs end later, never a smaller bound
         fewer = op_elements(items, 2) * 0.5
         assert free_graph_window(items, max_nodes, mega, inflight, 2, fewer) >= exact
+
+
+def _scaled(items: list[Item], fs: list[float]) -> list[Item]:
+    """The same items with every size (bytes, per-op bytes, elements, output, carry) scaled by ``fs``."""
+    out = []
+    for it, f in zip(items, fs):
+        e = tuple(int(x * f) for x in it.elems) if isinstance(it.elems, tuple) else int(it.elems * f)
+        ob = tuple(int(x * f) for x in it.op_bytes)
+        b = sum(ob) if ob else int(it.bytes * f)
+        out.append(Item(it.term, b, it.ops, it.views, carry=int(it.carry * f), carry_items=it.carry_items,
+                        out=it.out if it.out < 0 else int(it.out * f), elems=e, nodes=it.nodes, op_bytes=ob))
+    return out
+
+
+def test_the_chain_graph_window_holds_every_call_of_a_bucket():
+    """A query bucket's calls have the same items, each no larger than at the top and no smaller than at the
+    bottom: the graph chain followed as an interval from the bottom's elements to the top's bounds the graph model
+    of every call between (random items, sizes scaled per item; limits small enough for both rules to end graphs),
+    and where both ends are the same call it is that call's window within the rounding allowance."""
+    from omlx_profiles.peak.fast_cuda import chain_graph_window
+
+    rng = random.Random(1818)
+    for t in range(200):
+        top = _random_items(rng, rng.randint(1, 60))
+        fa = [rng.choice((1.0, rng.random())) for _ in top]
+        fr = [a + (1 - a) * rng.random() for a in fa]
+        bottom, mid = _scaled(top, fa), _scaled(top, fr)
+        max_nodes = rng.choice((3, 10, 100))
+        mega = rng.choice((0, 1, 500, 1000))
+        inflight = rng.choice((0, 1, 3, 10))
+        up = chain_graph_window(top, max_nodes, mega, inflight, 2, op_elements(bottom, 2))
+        for items in (bottom, mid, top):
+            exact, _ = graph_window_max(items, max_nodes, mega, inflight, 2)
+            assert up >= exact, (t, up, exact)
+        same = chain_graph_window(top, max_nodes, mega, inflight, 2, op_elements(top, 2))
+        assert same - graph_window_max(top, max_nodes, mega, inflight, 2)[0] <= 4096 + same * 1e-9, t  # 1 B per op item + term roundings

@@ -6,7 +6,7 @@ count and offset: no line in the prompt length holds (``peak.fast`` answers CUDA
 13-290 ms a request). But without a cached prefix a prompt of ``N`` tokens makes ``k = (N-1) // c`` full
 calls of ``c`` queries at offsets ``0, c, ..., (k-1)c`` whose caches and items do not depend on ``N``:
 each one's exact total is computed once per chunk size (``prepare``), and the exact replay's maximum over
-the full calls it evaluates is a table look-up. The only calls that depend on ``N`` are the shorter call
+the full calls (every one: ``full_call_totals``) is a running maximum of that table. The only calls that depend on ``N`` are the shorter call
 (``r = (N-1) % c`` queries at offset ``k c``) and the last token; ``CudaFit.bounds`` gives
 
 * a lower bound: the full calls' part of the exact replay (exact);
@@ -14,6 +14,8 @@ the full calls it evaluates is a table look-up. The only calls that depend on ``
   (per bucket of the shorter call's query count: ``CudaFit``), whichever is larger.
 
 Where the two meet the verdict is exact; between them ``Estimator.fits`` evaluates those 1-2 calls (``CudaFit.exact``).
+The CUDA envelope (``peak.envelope``: the reported total, monotone in the prompt) reads the buckets' bounds
+cumulated over the block (``cum_upper``, ``block_max``): a look-up, so ``fits`` against it needs no call at all.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from .call import (activation_dtype, call_window, growth_bytes, held_bytes, item
                    validate_profile)
 from .executor import carried_per_item, window_max
 from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
-from .replay import EntryState
+from .replay import EntryState, fill_prefix
 
 
 class CallWalk:
@@ -37,7 +39,7 @@ class CallWalk:
     caller can evaluate any call it wants: its totals are the exact replay's per-call totals."""
 
     def __init__(self, profile: Profile, routes: KernelRoutes, chunk: int, dtype: str | None, nax: bool,
-                 kv_scale: float, worst: str | None):
+                 kv_scale: float, worst: str | None, *, only_worst: bool = False, prefix_calls: tuple = ()):
         validate_profile(profile)
         self.p = profile
         self.kr = routes
@@ -45,6 +47,10 @@ class CallWalk:
         self.nax = nax
         self.kv_scale = kv_scale
         self.worst = worst
+        # the variants a call's total is the maximum of: the op model, and its worst case where the basis is
+        # not measured (``only_worst``: the worst case alone, as ``prefill._prefill_peak(worst=...)`` runs it)
+        self.variants = (worst,) if only_worst and worst else ((None, worst) if worst else (None,))
+        self.prefix_calls = tuple(prefix_calls)
         self.window = routes.executor.window_for(chunk)
         self.tiled = tiled_state()[1]
         self.counts: dict[str, int] = {}
@@ -54,7 +60,7 @@ class CallWalk:
 
     def reset(self) -> None:
         self.states = {name: [EntryState(e) for e in lt.entries] for name, lt in self.p.layer_types.items()}
-        self.offset = 0
+        self.offset = fill_prefix(self.states, list(self.prefix_calls)) if self.prefix_calls else 0
         self.q_prev = 0
         self.ci = 0
 
@@ -101,7 +107,7 @@ class CallWalk:
         growth = growth_bytes(self.states, steps, self.counts, act, self.kv_scale)
         base = kv_before + growth + snap_before + sum(pinned_bytes(self.p, steps, s, act).values())
         variants = []
-        for worst in (None, self.worst) if self.worst else (None,):
+        for worst in self.variants:
             _, items = items_of_call(self.p, s, self.offset, steps, self.kr, self.tiled, self.dt, act, self.nax,
                                      last=last, direct=False, bound=worst == "bound")
             variants.append((worst, items))
@@ -124,13 +130,49 @@ class CallWalk:
         graph starts: a larger item never lowers it)."""
         worst, items = variant
         gc = self.kr.executor.graph_commit
-        w = free_graph_window(items, gc.max_nodes, gc.max_mega_elements, gc.max_inflight_graphs + gc.margin_graphs,
-                              self.act, op_elems, ops)
+        inflight = gc.max_inflight_graphs + gc.margin_graphs
+        w = free_graph_window(items, gc.max_nodes, gc.max_mega_elements, inflight, self.act, op_elems, ops)
+        if op_elems is not None:
+            w = min(w, chain_graph_window(items, gc.max_nodes, gc.max_mega_elements, inflight, self.act, op_elems, ops))
         if worst:
             w2, _ = window_max(items, run_ahead_ops(self.kr), 1, 0)
             if w2 > w:
                 w = w2
         return w
+
+#: The full-call tables of the exact replay (``full_call_totals``), least recently used last out.
+_FULL: dict = {}
+_FULL_KEEP = 32
+
+
+def full_call_totals(profile: Profile, routes: KernelRoutes, chunk: int, dtype: str | None, nax: bool,
+                     kv_scale: float, worst: str | None, prefix_calls: list[int], k: int) -> list[int]:
+    """The exact totals of a prompt's first ``k`` full chunk calls after ``prefix_calls`` (one variant: the op
+    model, or its ``worst`` case alone, as ``prefill._prefill_peak`` runs them), from a table kept per profile,
+    routes, chunk, prefix and variant and extended on demand: these calls do not depend on the prompt's length.
+
+    Why the replay needs them: it evaluates the first call, the last three and the last cache-growing ones, which
+    is every candidate for the highest call where a call's total only grows with its offset (CPU, Metal). On CUDA
+    where MLX's graph commits end moves with the offset, so a full call can peak above every later one (Llama-3.1-8B
+    chunk 512, 49,154 tokens: one 2 MiB above the evaluated ones, tests/test_cuda_call_subset.py): the replay adds
+    the highest full call from this table, so it equals the all-calls replay. Costs each full call once per table
+    (a few ms each), not per request."""
+    # routes are rebuilt per request around the same loaded table (``KernelRoutes.for_backend``): keyed by it
+    key = (id(profile), id(routes.table), routes.backend, routes.mlx_version, routes.supports_bool_mask,
+           routes.bool_to_additive_buffers, chunk, dtype, nax, kv_scale, worst, tuple(prefix_calls), _TILED_VERSION[0])
+    ent = _FULL.pop(key, None)
+    if ent is None or ent[0] is not profile or ent[1] is not routes.table:
+        walk = CallWalk(profile, routes, chunk, dtype, nax, kv_scale, worst, only_worst=True,
+                        prefix_calls=tuple(prefix_calls))
+        ent = (profile, routes.table, walk, [])
+    _FULL[key] = ent  # most recently used last
+    while len(_FULL) > _FULL_KEEP:
+        del _FULL[next(iter(_FULL))]
+    walk, F = ent[2], ent[3]
+    while len(F) < k:
+        F.append(walk.step(chunk, evaluate=True)[0])
+    return F
+
 
 def op_elements(items: list, act: int) -> np.ndarray:
     """Per executor op, the input elements ``graph_ends`` counts for it once ``split_ops`` has split the items
@@ -259,9 +301,73 @@ def free_graph_window(items: list, max_nodes: int, max_mega_elements: int, infli
 
 
 
+def chain_graph_window(items: list, max_nodes: int, max_mega_elements: int, inflight: int, act: int,
+                       op_elems: np.ndarray, ops: _Ops | None = None) -> int:
+    """An upper bound of ``executor.graph_window_max`` over every call between a query bucket's bottom
+    (``op_elems``: its per-op input elements, the fewest) and its top (``items``: the most bytes and elements),
+    same item structure: the graph-commit chain followed as an interval of positions.
+
+    Why it holds: a graph starting at op ``x`` ends at ``G(x)``, the first op that takes its kernel nodes or input
+    elements past the limit; nodes are the same for every call of the bucket and elements grow with the query
+    count, so ``G_top(x) <= G_r(x) <= G_bottom(x)``, and ``G`` only moves right with ``x``. The chain starts at 0,
+    so the ``g``-th graph start of every call of the bucket lies in ``[L_g, H_g]`` with ``L_{g+1} = G_top(L_g)``
+    (thresholds a hair low) and ``H_{g+1} = G_bottom(H_g)`` (a hair high). The model's window for graph ``g`` runs
+    from the start of graph ``g - inflight`` to the end of ``g``: its live bytes are at most the top's bytes from
+    ``L_{g-inflight}`` to ``H_{g+1}`` plus the largest carry into a start in ``[L, H]`` (every item's bytes and
+    carries grow with the query count). Where the chain is the same at both ends the intervals are points and
+    the bound is the top's own window (+1 B per item for the terms' rounding): much tighter than
+    ``free_graph_window``, which lets a window start at any op."""
+    if not items:
+        return 0
+    o = ops or _Ops(items, act)
+    total = int(o.per_node.size)
+    node_cum = np.concatenate(([0.0], np.cumsum(o.per_node)))
+    upto = np.concatenate(([0.0], np.cumsum(o.per_byte)))
+    el_lim = float((max_mega_elements + 1) << 20)
+
+    # ``graph_ends`` ends a graph once its running sums reach max_nodes + 1 - 1e-9 nodes or el_lim elements, jumping
+    # over evenly spread ops with a 1e-9 slack on the op count: the thresholds below bracket that rule, widened by
+    # the float error of differences of cumulative sums (a few ulps), so the low chain never ends a graph later and
+    # the high one never earlier than the real one
+    tol_n = 8 * float(np.spacing(max(node_cum[-1], 1.0))) + 1e-12
+
+    def ends(per_el, high):
+        el_cum = np.concatenate(([0.0], np.cumsum(per_el)))
+        tol_e = 8 * float(np.spacing(max(el_cum[-1], el_lim)))
+        if high:
+            tn, te = max_nodes + 1 - 1e-9 + tol_n, el_lim + tol_e
+        else:
+            npo = float(np.max(o.per_node)) if total else 1.0
+            epo = float(np.max(per_el)) if total else 0.0
+            tn = max_nodes + 1 - 1e-9 * max(1.0, npo) - tol_n
+            te = el_lim - 1e-9 * max(1.0, epo) - tol_e
+        yn = np.searchsorted(node_cum, node_cum[:-1] + tn, side="left")
+        ye = np.searchsorted(el_cum, el_cum[:-1] + te, side="left")
+        G = np.maximum(np.minimum(np.minimum(yn, ye), total), np.arange(1, total + 1))
+        return np.append(G, total)
+
+    g_lo, g_hi = ends(o.per_el, False), ends(op_elems, True)
+    cmax = o.carried[o.owner]
+    L, H = [0], [0]
+    while L[-1] < total:
+        L.append(int(g_lo[L[-1]]))
+        H.append(int(g_hi[H[-1]]))
+    best = 0.0
+    for g in range(len(L) - 1):  # graph g: from start g - inflight to end g (position g + 1)
+        s = max(0, g - inflight)
+        lo, hi = L[s], min(H[s], total - 1)
+        v = upto[min(H[g + 1], total)] - upto[lo] + float(np.max(cmax[lo:hi + 1]))
+        if v > best:
+            best = v
+    return int(best * (1 + 1e-12)) + 1 + o.m
+
+
 #: A bucket of shorter calls (or last tokens) is split while its bound is above the full calls' part and it is
-#: wider than this many queries: the precompute per offset stays at a few dozen call bounds.
-MIN_BUCKET = 128
+#: wider than this many queries: the bound is the bucket's top call followed over the graph chains its calls can
+#: take (``chain_graph_window``), and a graph end that moves within the bucket costs up to ~100 MB there (Llama-3.1-8B
+#: chunk 2048: 16-query buckets 0-150 MiB over their top's exact total, 128-query ones ~300 MiB); the CUDA envelope
+#: reports these bounds (``cum_upper``), so they are kept narrow where they are the prompt's highest term.
+MIN_BUCKET = 32
 #: Buckets whose two ends have items of different structure are split; past this many in one offset's class
 #: the class is answered exactly from then on (``CudaFit._shapeless``).
 MAX_MISSES = 24
@@ -271,17 +377,27 @@ class _Leaves:
     """The buckets of one offset: ``starts[i] .. starts[i+1]-1`` queries bounded by ``ups[i]`` (exact where
     ``exact[i]``: a one-query bucket)."""
 
-    __slots__ = ("starts", "ups", "exact")
+    __slots__ = ("starts", "ups", "exact", "cum")
 
     def __init__(self, leaves: list[tuple[int, int, bool]]):
         leaves.sort()
         self.starts = [a for a, _, _ in leaves]
         self.ups = [u for _, u, _ in leaves]
         self.exact = [e for _, _, e in leaves]
+        # cum[i]: the largest bound of leaves 0..i (None from the first leaf without one on)
+        self.cum, m = [], 0
+        for u in self.ups:
+            m = None if m is None or u is None else max(m, u)
+            self.cum.append(m)
 
     def at(self, r: int) -> tuple[int, bool]:
         i = bisect.bisect_right(self.starts, r) - 1
         return self.ups[i], self.exact[i]
+
+    def cum_at(self, r: int) -> int | None:
+        """The largest bound over the leaves that start at or below ``r`` (0 where none does)."""
+        i = bisect.bisect_right(self.starts, r) - 1
+        return self.cum[i] if i >= 0 else 0
 
 
 class CudaFit:
@@ -289,11 +405,9 @@ class CudaFit:
     as ``CudaFit.bounds(new_tokens)``: a few list look-ups once ``prepare`` (or earlier requests) built the
     offset's tables.
 
-    Per full call ``j`` (offset ``j c``): its exact total ``F[j]``, the layer types whose caches it changed,
-    the caches' state after it, and the last token's exact total after ``j + 1`` full calls (a prompt of
-    ``(j + 1) c + 1`` tokens). ``prefill_peak`` evaluates the first call, the last three and, per layer type,
-    the last call before them that changed its caches: the full calls' part of that maximum is a look-up
-    (``_full_part``). Per offset ``k c`` (built on first use, or by ``prepare``): buckets of the shorter
+    Per full call ``j`` (offset ``j c``): its exact total ``F[j]``, the caches' state after it, and the last
+    token's exact total after ``j + 1`` full calls (a prompt of ``(j + 1) c + 1`` tokens). ``prefill_peak`` takes
+    the highest full call (``full_call_totals``): the full calls' part is a running maximum (``_full_part``). Per offset ``k c`` (built on first use, or by ``prepare``): buckets of the shorter
     call's query count ``r`` and of the last token after it, each bounded by the bucket's largest call
     (items, held and added bytes at its top) over a graph window free of where graphs start
     (``free_graph_window``, with the bucket's smallest input elements), split while the bound is above the
@@ -313,12 +427,13 @@ class CudaFit:
         self.walk = CallWalk(*self._args)
         self.act = self.walk.act
         self.F: list[int] = []
-        self.GM: list[int | None] = [None]  # GM[m]: max of F at each layer type's last changing call in 1..m
-        self._lastj: dict[str, int] = {}
+        self.FM: list[int] = []  # FM[j]: max of F[:j + 1]
         self.snaps = [self.walk.clone()]  # the caches after j full calls
         self.L0: dict[int, int] = {}
         self._shapeless: set[str] = set()  # "call" / "last": no bucket holds (see ``MAX_MISSES``)
         self._exact: dict[int, int] = {}  # two-call answers (``exact``), per length
+        self._pexact: dict[int, int] = {}  # exact totals of k c + 2 and c (``bounds``), kept
+        self._bm: list[int | None] = [0]  # block_max(k)
         self._leaves: dict[int, tuple] = {}  # per offset: shorter-call leaves, last-token leaves (2 classes)
         w = self.walk.clone()
         self.one = w.step(1, evaluate=True, last=True)[0]  # a one-token prompt
@@ -329,27 +444,14 @@ class CudaFit:
             j = len(self.F)
             if j >= MAX_CALLS:
                 raise UnsupportedError(f"more than {MAX_CALLS} prefill calls")
-            f, grew = self.walk.step(self.c, evaluate=True)
+            f = self.walk.step(self.c, evaluate=True)[0]
             self.F.append(f)
-            if j >= 1:
-                for t in grew:
-                    self._lastj[t] = j
-                self.GM.append(max((self.F[i] for i in self._lastj.values()), default=None))
+            self.FM.append(f if j == 0 or f > self.FM[-1] else self.FM[-1])
             self.snaps.append(self.walk.clone())
 
     def _full_part(self, k: int, r: int) -> int | None:
-        """The exact replay's maximum over the full calls it evaluates (``prefill._TAIL_CALLS``)."""
-        if k == 0:
-            return None
-        F = self.F
-        n = k + (2 if r else 1)
-        if n <= 4:
-            return max(F[:k])
-        vals = [F[0], F[k - 1]] if r else [F[0], F[k - 2], F[k - 1]]
-        g = self.GM[n - 4]
-        if g is not None:
-            vals.append(g)
-        return max(vals)
+        """The exact replay's maximum over the full calls (every one: ``full_call_totals``), a running maximum."""
+        return self.FM[k - 1] if k else None
 
     def _last0(self, k: int) -> int:
         v = self.L0.get(k)
@@ -443,7 +545,7 @@ class CudaFit:
                         self._shapeless.add(kind)
                         out += [(rs[x], None, False) for x, _ in [(i, j)] + todo]
                         break
-                if up is not None and ((floor is not None and up <= floor) or b - a < MIN_BUCKET):
+                if up is not None and ((floor is not None and up <= floor) or (b - a < MIN_BUCKET and 8 * (b - a) <= a)):
                     out.append((a, up, False))
                     continue
                 m = split_at(i, j) if up is None else (i + j) // 2
@@ -467,6 +569,13 @@ class CudaFit:
         k, r = divmod(new_tokens - 1, self.c)
         if len(self.F) < k:
             self._extend(k)
+        if r == 1 or (not k and r == self.c - 1):
+            # the envelope's dominating lengths other than n itself (k c + 2, and a chunk c; peak.envelope's P(n)):
+            # exact, once per length, so that an envelope over them has no band
+            v = self._pexact.get(new_tokens)
+            if v is None:
+                v = self._pexact[new_tokens] = self._exact_calls(new_tokens)
+            return v, v
         if not r:
             v = self._full_part(k, 0)
             w = self._last0(k)
@@ -487,6 +596,42 @@ class CudaFit:
             lo = t
         return lo, hi
 
+    def cum_upper(self, new_tokens: int) -> int | None:
+        """``CU(n)``: the largest bucket bound over every shorter call and last token of ``r' <= r`` queries in the
+        prompt's block (``n = k c + 1 + r``), i.e. an upper bound of every such call that only grows with ``r``
+        (the CUDA envelope's within-block term, ``peak.envelope``); 0 where ``r = 0``; ``None`` where a bucket up
+        to ``r`` has no bound (items whose structure changes with every query count: ``MAX_MISSES``)."""
+        if _TILED_VERSION[0] != self._gen:
+            self._reset()
+        if new_tokens <= 1:
+            return 0
+        k, r = divmod(new_tokens - 1, self.c)
+        if not r:
+            return 0
+        if len(self.F) < k:
+            self._extend(k)
+        lv = self._leaves.get(k) or self._build(k)
+        v = 0
+        for leaves in lv[:3]:
+            u = leaves.cum_at(r)
+            if u is None:
+                return None
+            if u > v:
+                v = u
+        return v
+
+    def block_max(self, k: int) -> int | None:
+        """``max over j < k of cum_upper((j + 1) c)``: the largest bucket bound of every block before ``k`` (the CUDA
+        envelope carries it into the next block: a bucket bound above the replay there is what an earlier length
+        reports); 0 for ``k = 0``, ``None`` where one of them has no bound."""
+        bm = self._bm
+        while len(bm) <= k:
+            j = len(bm) - 1  # bm[j + 1] = max(bm[j], CU at block j's end)
+            prev = bm[-1]
+            u = self.cum_upper((j + 1) * self.c) if prev is not None else None
+            bm.append(None if prev is None or u is None else max(prev, u))
+        return bm[k]
+
     def exact(self, new_tokens: int) -> int:
         """The exact replay's total, from the tables and the calls that depend on the length (the shorter
         call, then the last token, each only where its bucket's bound is above what is known already)."""
@@ -496,9 +641,14 @@ class CudaFit:
         if len(self._exact) >= 4096:
             self._exact.clear()
         v = self._exact.get(new_tokens)
-        if v is not None:
-            return v
+        if v is None:
+            v = self._exact[new_tokens] = self._exact_calls(new_tokens)
+        return v
+
+    def _exact_calls(self, new_tokens: int) -> int:
         k, r = divmod(new_tokens - 1, self.c)
+        if k not in self._leaves:
+            self._build(k)
         lv = self._leaves[k]
         pu, pe = lv[0].at(r)
         tu, te = (lv[2] if r in lv[3] else lv[1]).at(r)
@@ -513,7 +663,6 @@ class CudaFit:
             v = max(v, tu) if te else v
         else:
             v = max(v, w.step(1, evaluate=True, last=True)[0])
-        self._exact[new_tokens] = v
         return v
 
     def prepare(self, max_k: int | None = None) -> None:
@@ -529,6 +678,10 @@ class CudaFit:
                 self._build(k)
             if k:
                 self._last0(k)
+            self.bounds(k * self.c + 2)
+        self.block_max(K)
+        self.bounds(self.c)
+        self.bounds(2)
 
 
 def cuda_fit_for(profile: Profile, backend: str, mlx_version: str | None, dtype: str | None, nax: bool,

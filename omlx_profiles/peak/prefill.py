@@ -140,6 +140,18 @@ def _prefill_peak(p: Profile, request: Request, kr: KernelRoutes, dtype: str | N
     n_calls = len(calls)
     wanted = set(range(n_calls)) if all_calls or n_calls <= _TAIL_CALLS + 1 else \
         {0, *range(n_calls - _TAIL_CALLS, n_calls)}
+    if kr.executor.graph_commit is not None and len(wanted) < n_calls and request.schedule == "generate":
+        # CUDA: a full call's total is not monotone in its offset (graph commits move), so the highest full call
+        # joins the evaluated ones, from the per-chunk table of every full call (``fast_cuda.full_call_totals``)
+        k = 0
+        while k < n_calls - 1 and calls[k] == request.chunk:
+            k += 1
+        if k > 1:
+            from .fast_cuda import full_call_totals
+
+            F = full_call_totals(p, kr, request.chunk, dtype, nax, kv_scale, worst, prefix_calls, k)
+            top = max(F[:k])
+            wanted.add(F.index(top))
     best: CallPeak | None = None
     q_prev = 0
     last_growing: dict[str, tuple] = {}  # layer type -> the latest call that grew one of its caches (not evaluated)
