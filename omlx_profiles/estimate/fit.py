@@ -64,6 +64,35 @@ def estimate_at(res, tokens: int, req: FitRequest, weights, budget: int | None, 
     return out
 
 
+def search_limit(max_context: int | None, chunk: int) -> int:
+    """How far ``fit`` searches (fit and the sharded fit alike): past the model's context, since memory is
+    the question there (``memory_max_tokens``), up to 4 x max_context or 2^22, but never past the token
+    limit (``units.MAX_TOKENS``: 4 x a 2^30 context was refused as "unsupported") and, with a small chunk,
+    only as far as the command's replay work allows (~32 probes), never below max_context."""
+    from ..kv.work import COMMAND_CALLS
+    from ..units import MAX_TOKENS
+
+    ctx = max_context or 0
+    return min(MAX_TOKENS, max(ctx, min(max(4 * ctx, 1 << 22), chunk * (COMMAND_CALLS // 32))))
+
+
+#: the first window of ``max_tokens_within`` (a 64k-token prompt replays in milliseconds)
+FIRST_WINDOW = 1 << 16
+
+
+def max_tokens_within(est: Estimator, budget: int, *, limit: int, cached: int = 0, **kw) -> int:
+    """``Estimator.max_tokens`` searched in growing windows (x4 from 64k up to ``limit``): the search's cost
+    follows the answer, not the limit. ``max_tokens`` probes its limit first, and one probe replays
+    limit / chunk calls: a 2^30-token limit was 524,288 calls at chunk 2048, refused by the command's work
+    budget even when 200 GiB held only ~100k tokens. Same answer: a window whose end fits is widened."""
+    window = min(limit, max(FIRST_WINDOW, 2 * (cached + 1)))
+    while True:
+        mt = est.max_tokens(budget, limit=window, cached=cached, **kw)
+        if mt < window or window >= limit:
+            return mt
+        window = min(limit, 4 * window)
+
+
 def longest(est: Estimator, budget: int, weights_bytes: int, reserve: int, req: FitRequest,
             limit: int | None = None) -> int:
     """``Estimator.max_tokens`` rounded down to the KV cache's 256-token allocation step (0: nothing fits).
@@ -73,9 +102,9 @@ def longest(est: Estimator, budget: int, weights_bytes: int, reserve: int, req: 
     """
     kw = dict(weights_bytes=weights_bytes, reserve=reserve, cached=req.cached, chunk=req.chunk,
               backend=req.backend_name, mlx_version=req.mlx_version)
-    if limit is not None:
-        kw["limit"] = limit
-    mt = est.max_tokens(budget, **kw)
+    if limit is None:
+        limit = est.profile.max_context or 2**22
+    mt = max_tokens_within(est, budget, limit=limit, **kw)
     if mt >= STEP:
         mt = mt // STEP * STEP
     return mt if mt > req.cached else 0
@@ -106,13 +135,8 @@ def compute_fit(res, req: FitRequest, budget: int, weights, reserve: int) -> dic
         raise InputError(f"weights of {res.query!r} are unknown ({weights.reason}); fit needs them: "
                          "pass --weights SIZE if you know it")
     est = Estimator(res.profile)
-    # search past max_context (memory is the question here), then say which limit binds; with a small
-    # chunk the search stops sooner (each probe replays limit/chunk calls, ~25 probes within the command's
-    # work budget, kv/work.py), never below max_context
-    from ..kv.work import COMMAND_CALLS
-
-    search = max(max_ctx or 0, min(max(4 * (max_ctx or 0), 1 << 22), req.chunk * (COMMAND_CALLS // 32)))
-    mt = longest(est, budget, weights.bytes, reserve, req, limit=search)
+    # search past max_context (memory is the question here), then say which limit binds
+    mt = longest(est, budget, weights.bytes, reserve, req, limit=search_limit(max_ctx, req.chunk))
     if not mt:
         at0 = estimate_at(res, req.cached + 1, req, weights, budget, reserve)
         return {**base, "max_tokens": None, "limited_by": "memory", "at_max": at0, "next": None,
@@ -168,4 +192,5 @@ def series_for(res, weights, req: FitRequest, *, points: int, max_tokens: int, b
     return Series(res.query, xs, ws, kv, tr, label, mt, res.profile.max_context)
 
 
-__all__ = ["FitRequest", "Series", "compute_fit", "estimate_at", "longest", "series_for"]
+__all__ = ["FitRequest", "Series", "compute_fit", "estimate_at", "longest", "max_tokens_within", "search_limit",
+           "series_for"]
