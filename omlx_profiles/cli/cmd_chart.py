@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..estimate.budget import reserve_for
-from ..estimate.fit import Series, series_for
+from ..estimate.fit import CHART_SECONDS, Series, series_for
 from ..units import format_bytes, format_tokens
 from .common import add_model_args, add_request_args, fit_request, size_arg, tokens_arg, weights_of
 
@@ -84,7 +84,7 @@ def run(args) -> int:
         res = resolve_model(args, q)
         weights = weights_of(args, res)
         out.append(series_for(res, weights, req, points=args.points, max_tokens=args.max_tokens,
-                              budget=args.budget, reserve=reserve))
+                              budget=args.budget, reserve=reserve, seconds=CHART_SECONDS / len(models or [None])))
     path = plot(out, args.budget, reserve, args.output, args.max_tokens, force=args.force)
     print(f"wrote {path}")
     for s in out:

@@ -1,11 +1,13 @@
 """Resource bounds (#18, session 8): time every CLI command on every registry model x backend.
 
-``python -m tests.hostile.sweep_timing [--models a,b] [--backends cpu,metal,cuda] [--out f.jsonl] [--quick]``
+``python -m tests.hostile.sweep_timing [--models a,b] [--backends cpu,metal,cuda] [--out f.jsonl] [--all] [--no-once]``
 runs, in-process under a CPU-time limit (``CASE_CPU``) with the catch-all spy of ``sweep_fourth``:
 
-* per model x backend: ``estimate`` at 32k and at the model's max_context, at max_context with
-  ``--chunk 1``; ``fit`` at 192GiB, at 1PiB (the search reaches max_context) and at ``--chunk 1``;
-  ``chart`` (defaults, SVG); sharded ``estimate`` / ``fit`` at 2 and 64 ranks, tensor and pipeline;
+* per model x backend: ``estimate`` at 32k and at the model's max_context; ``fit`` at 192GiB and at
+  1PiB (the search reaches past max_context);
+* per model, on one backend in turn (every backend with ``--all``): ``chart`` (SVG), ``estimate`` at
+  max_context and ``fit`` with ``--chunk 1``; sharded ``estimate`` / ``fit`` at 2, 8 and 64 ranks,
+  tensor and pipeline;
 * once: ``validate`` (the registry), ``coverage``, ``extract`` of every real config in tests/configs.
 
 Each case prints ``cpu_s exit argv``; ``SLOW`` marks anything over ``SLOW_CPU`` CPU seconds that was
@@ -26,7 +28,8 @@ SLOW_CPU = 3.0
 BACKENDS = ("cpu", "metal", "cuda")
 
 
-def model_cases(name: str, backend: str, max_ctx: int | None, root: Path, quick: bool = False):
+def model_cases(name: str, backend: str, max_ctx: int | None, root: Path, heavy: bool):
+    """The cheap cases on every backend; the heavy ones (chart, sharded, --chunk 1) when ``heavy``."""
     b = ["--backend", backend]
     top = str(max_ctx or 131072)
     svg = str(root / f"{name}-{backend}.svg")
@@ -35,18 +38,18 @@ def model_cases(name: str, backend: str, max_ctx: int | None, root: Path, quick:
         ["estimate", name, "--tokens", top, *b],
         ["fit", name, "--budget", "192GiB", *b],
         ["fit", name, "--budget", "1PiB", *b],
-        ["chart", name, "-o", svg, "--force", "--budget", "192GiB", *b],
-        ["estimate", name, "--tokens", "32k", "--ranks", "2", "--parallel", "tensor", *b],
-        ["fit", name, "--budget", "96GiB", "--ranks", "2", "--parallel", "pipeline", *b],
     ]
-    if not quick:
+    if heavy:
         cases += [
+            ["chart", name, "-o", svg, "--force", "--budget", "192GiB", *b],
             ["estimate", name, "--tokens", top, "--chunk", "1", *b],
             ["fit", name, "--budget", "192GiB", "--chunk", "1", *b],
+            ["estimate", name, "--tokens", "32k", "--ranks", "2", "--parallel", "tensor", *b],
+            ["fit", name, "--budget", "64GiB", "--ranks", "8", "--parallel", "tensor", *b],
+            ["fit", name, "--budget", "96GiB", "--ranks", "2", "--parallel", "pipeline", *b],
             ["estimate", name, "--tokens", top, "--ranks", "64", "--parallel", "pipeline", *b],
             ["estimate", name, "--tokens", "32k", "--ranks", "64", "--parallel", "tensor", *b],
             ["fit", name, "--budget", "1PiB", "--ranks", "64", "--parallel", "pipeline", *b],
-            ["fit", name, "--budget", "64GiB", "--ranks", "8", "--parallel", "tensor", *b],
         ]
     return cases
 
@@ -68,7 +71,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--models")
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument("--out")
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--all", action="store_true", help="heavy cases on every backend, not one per model")
     ap.add_argument("--no-once", action="store_true")
     a = ap.parse_args(argv)
     reg = load_registry()
@@ -79,10 +82,12 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         cases = [] if a.no_once else once_cases(root)
-        for name in names:
+        backends = a.backends.split(",")
+        for i, name in enumerate(names):
             mc = reg.profiles[name].max_context if name in reg.profiles else None
-            for backend in a.backends.split(","):
-                cases += model_cases(name, backend, mc, root, a.quick)
+            for j, backend in enumerate(backends):
+                # heavy cases: every backend with --all, else one backend per model, in turn
+                cases += model_cases(name, backend, mc, root, a.all or (i % len(backends)) == j)
         for argv_ in cases:
             res = run(argv_, cpu=CASE_CPU)
             code, out, err, cpu, hit, timed_out = res
