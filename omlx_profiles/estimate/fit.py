@@ -76,23 +76,6 @@ def search_limit(max_context: int | None, chunk: int) -> int:
     return min(MAX_TOKENS, max(ctx, min(max(4 * ctx, 1 << 22), chunk * (COMMAND_CALLS // 32))))
 
 
-#: the first window of ``max_tokens_within`` (a 64k-token prompt replays in milliseconds)
-FIRST_WINDOW = 1 << 16
-
-
-def max_tokens_within(est: Estimator, budget: int, *, limit: int, cached: int = 0, **kw) -> int:
-    """``Estimator.max_tokens`` searched in growing windows (x4 from 64k up to ``limit``): the search's cost
-    follows the answer, not the limit. ``max_tokens`` probes its limit first, and one probe replays
-    limit / chunk calls: a 2^30-token limit was 524,288 calls at chunk 2048, refused by the command's work
-    budget even when 200 GiB held only ~100k tokens. Same answer: a window whose end fits is widened."""
-    window = min(limit, max(FIRST_WINDOW, 2 * (cached + 1)))
-    while True:
-        mt = est.max_tokens(budget, limit=window, cached=cached, **kw)
-        if mt < window or window >= limit:
-            return mt
-        window = min(limit, 4 * window)
-
-
 def longest(est: Estimator, budget: int, weights_bytes: int, reserve: int, req: FitRequest,
             limit: int | None = None) -> int:
     """``Estimator.max_tokens`` rounded down to the KV cache's 256-token allocation step (0: nothing fits).
@@ -104,7 +87,7 @@ def longest(est: Estimator, budget: int, weights_bytes: int, reserve: int, req: 
               backend=req.backend_name, mlx_version=req.mlx_version)
     if limit is None:
         limit = est.profile.max_context or 2**22
-    mt = max_tokens_within(est, budget, limit=limit, **kw)
+    mt = est.max_tokens(budget, limit=limit, **kw)
     if mt >= STEP:
         mt = mt // STEP * STEP
     return mt if mt > req.cached else 0
@@ -235,5 +218,5 @@ def series_for(res, weights, req: FitRequest, *, points: int, max_tokens: int, b
     return Series(res.query, xs, ws, kv, tr, label, mt, res.profile.max_context)
 
 
-__all__ = ["FitRequest", "Series", "compute_fit", "estimate_at", "longest", "max_tokens_within", "sample_points",
+__all__ = ["FitRequest", "Series", "compute_fit", "estimate_at", "longest", "sample_points",
            "search_limit", "series_for"]

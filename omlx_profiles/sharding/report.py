@@ -21,7 +21,7 @@ from ..estimate.budget import default_reserve
 from ..dtypes import DTYPE_BYTES
 from ..errors import InputError
 from ..estimate.estimator import Estimator
-from ..estimate.fit import max_tokens_within, search_limit
+from ..estimate.fit import search_limit
 from ..kv import kv_report
 from ..peak.prefill import Request, prefill_peak
 from ..kv.replay import STEP
@@ -187,10 +187,10 @@ def sharded_fit(res, opts: ShardedOptions, weights: list[RankWeights], views: li
         comm = comm_bytes(v, opts.spec, opts.chunk, hidden, _act(v.profile, opts.dtype))
         key = (repr(v.profile), w.bytes + comm, budget, reserve)
         if key not in seen:
-            seen[key] = max_tokens_within(Estimator(v.profile), budget, limit=limit, weights_bytes=w.bytes + comm,
-                                          reserve=reserve, cached=opts.cached, chunk=opts.chunk,
-                                          backend=opts.backend, mlx_version=opts.mlx_version,
-                                          schedule=opts.schedule, dtype=opts.dtype, nax=opts.nax)
+            seen[key] = Estimator(v.profile).max_tokens(budget, limit=limit, weights_bytes=w.bytes + comm,
+                                                        reserve=reserve, cached=opts.cached, chunk=opts.chunk,
+                                                        backend=opts.backend, mlx_version=opts.mlx_version,
+                                                        schedule=opts.schedule, dtype=opts.dtype, nax=opts.nax)
         mt = seen[key]
         if mt >= STEP:
             mt = mt // STEP * STEP
