@@ -165,6 +165,8 @@ def envelope_bounds(new: int, chunk: int, cached: int, fast, need: int | None = 
     if b is None:
         return None
     lo, hi = b
+    if cached:  # V(n, c) <= U(n, c) (``tight_upper``, a term below): only its lower bound can move the envelope
+        hi = 0
     for m in dominating_lengths(new, chunk):
         if m != new or cached:
             bm = fast.bounds(m, chunk, 0, need)
