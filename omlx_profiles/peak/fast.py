@@ -94,6 +94,7 @@ class FastPeak:
         self._exact = lru_cache(maxsize=4096)(self._exact_uncached)
         self._prefix = lru_cache(maxsize=1024)(self._prefix_uncached)
         self._short: dict[int, int] = {}  # T(q): the exact total of a (q + 1)-token prompt (``fast_short``)
+        self._fixed: dict[tuple[int, int], tuple[int | None, int] | None] = {}  # ``fixed_bounds``
         from .basis import MEASURED, basis_for
 
         kind = basis_for(profile, self.routes).kind
@@ -170,6 +171,26 @@ class FastPeak:
             self._known(c, chunk)
         if chunk % STEP and chunk > STEP and c.phases is None:
             self._phases(c, chunk)
+        # the envelope's prefix-free terms (``fixed_bounds``) of every block up to the context
+        top = self.profile.max_context or (1 << 17)
+        for m in {1, 2, chunk, chunk + 1} | {k * chunk + d for k in range(1, top // chunk + 1) for d in (1, 2)}:
+            if m <= top:
+                self.fixed_bounds(m, chunk)
+
+    def fixed_bounds(self, new_tokens: int, chunk: int) -> tuple[int | None, int] | None:
+        """``bounds(new_tokens, chunk)`` without a prefix, fully refined (``need`` None), memoized: the envelope's
+        prefix-free terms other than the request's own (1, 2, a chunk, ``k S + 1``, ``k S + 2``: a few per chunk
+        size, asked again by every request of the same block; ``prepare`` builds them up to the context)."""
+        key = (new_tokens, chunk)
+        if _TILED_VERSION[0] != self._tiled_gen:
+            self._chunk(chunk, True)  # clears every table built under the old kernels
+        v = self._fixed.get(key, _EXACT)
+        if v is _EXACT:
+            v = self.bounds(new_tokens, chunk, 0)
+            if len(self._fixed) >= _MEMO:
+                self._fixed.clear()
+            self._fixed[key] = v
+        return v
 
     def total_bound(self, new_tokens: int, chunk: int, cached: int = 0) -> int | None:
         """An upper bound of ``held before + peak`` (the prefix's cache included), or ``None`` where the
@@ -465,6 +486,7 @@ class FastPeak:
         if _TILED_VERSION[0] != self._tiled_gen:  # a tiled kernel was (un)registered: recompute
             self._chunks.clear()
             self._memo.clear()
+            self._fixed.clear()
             self._exact.cache_clear()
             self._tiled_gen = tiled_state()[0]
         # fresh: without a prefix the capacity phases are the chunk's own (``cycle_reach``); 2: after a prefix,
