@@ -192,8 +192,9 @@ class CallModel:
         chunk of a prompt without a prefix (or past the first full chunk after one), whose rotating caches'
         rows are known as in the lower bound; ``("phase", free, trimmed)``: a full call of a chunk that is not
         whole 256-row steps, after a full chunk, whose ``KVCache`` holds ``free`` rows past the offset and is
-        trimmed to it (``kv.replay.kv_call``) or not, then grows by ``256 * ceil(S / 256)`` (rotating rows
-        known too)."""
+        trimmed to it (``kv.replay.kv_call``) or not, then grows by ``256 * ceil(Q / 256)`` (rotating rows
+        known too); ``("phasefit", free)``: the shorter call of such a prompt whose queries fit in the ``free``
+        rows (in place, nothing added; rotating rows known)."""
         p, act = self.p, self.act
         R = self.reach(S, mode in ("last", "one"))
         G = -(-Q // STEP) * STEP
@@ -212,7 +213,11 @@ class CallModel:
                     if mode != "lower":  # the previous call's conv views (at most a chunk's)
                         hold += c * state_snapshot_bytes(p, lt, e, S, act)
                 elif e.kind in GROWING:
-                    if isinstance(known, tuple):  # ("phase", free rows, trimmed): a full call of an odd chunk
+                    if isinstance(known, tuple) and known[0] == "phasefit":  # in place at ``free`` rows past off
+                        old = off + known[1]
+                        out.append(EntryStep(e.kind, old, old, off + Q))
+                        hk, ak = old * rb, 0
+                    elif isinstance(known, tuple):  # ("phase", free rows, trimmed): a full call of an odd chunk
                         old = off + known[1]
                         new = (off if known[2] else old) + G
                         out.append(EntryStep(e.kind, old, new, off + Q, zero_rows=G))
