@@ -63,7 +63,10 @@ def call_items(profile: Profile, request: Request, call: int, *, backend: str = 
 
 
 def items_of_call(p: Profile, s: int, offset: int, steps: dict, kr: KernelRoutes, tiled: dict, dt: str, act: int,
-                nax: bool, *, last: bool, direct: bool, bound: bool = False) -> tuple[CallContext, list[Item]]:
+                nax: bool, *, last: bool, direct: bool, bound: bool = False,
+                layer_starts: list | None = None) -> tuple[CallContext, list[Item]]:
+    """The call's items in executor order; ``layer_starts``: when given, the index of each layer's first item is
+    appended to it (``peak.fast_lines`` drops repeated layer periods from the window scan)."""
     ctx = CallContext(q_len=s, offset=offset, act=act, dtype=dt, routes=kr, tiled=tiled, nax=nax, last=last,
                         bound=bound)
     per_type: dict[str, list[Item]] = {}
@@ -72,6 +75,8 @@ def items_of_call(p: Profile, s: int, offset: int, steps: dict, kr: KernelRoutes
     n = len(p.layer_names)
     compute_all = last or direct
     for i, name in enumerate(p.layer_names):
+        if layer_starts is not None:
+            layer_starts.append(len(items))
         lt = p.layer_types[name]
         cache_only = (i == n - 1) and not compute_all and not p.sends_output
         cache = per_type_cache_only if cache_only else per_type
