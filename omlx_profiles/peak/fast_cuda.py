@@ -130,7 +130,7 @@ class CallWalk:
         graph starts: a larger item never lowers it)."""
         worst, items = variant
         gc = self.kr.executor.graph_commit
-        inflight = gc.max_inflight_graphs + gc.margin_graphs
+        inflight = gc.window_graphs
         w = free_graph_window(items, gc.max_nodes, gc.max_mega_elements, inflight, self.act, op_elems, ops)
         if op_elems is not None:
             w = min(w, chain_graph_window(items, gc.max_nodes, gc.max_mega_elements, inflight, self.act, op_elems, ops))
