@@ -157,21 +157,41 @@ def full_call_totals(profile: Profile, routes: KernelRoutes, chunk: int, dtype: 
     chunk 512, 49,154 tokens: one 2 MiB above the evaluated ones, tests/test_cuda_call_subset.py): the replay adds
     the highest full call from this table, so it equals the all-calls replay. Costs each full call once per table
     (a few ms each), not per request."""
-    # routes are rebuilt per request around the same loaded table (``KernelRoutes.for_backend``): keyed by it
-    key = (id(profile), id(routes.table), routes.backend, routes.mlx_version, routes.supports_bool_mask,
+    # routes are rebuilt per request around the same loaded table (``KernelRoutes.for_backend``): keyed by it; profiles
+    # that differ only in what the peak never reads (names, weights, context length) share one table
+    key = (_shape_key(profile), id(routes.table), routes.backend, routes.mlx_version, routes.supports_bool_mask,
            routes.bool_to_additive_buffers, chunk, dtype, nax, kv_scale, worst, tuple(prefix_calls), _TILED_VERSION[0])
     ent = _FULL.pop(key, None)
-    if ent is None or ent[0] is not profile or ent[1] is not routes.table:
+    if ent is None or ent[1] is not routes.table:
         walk = CallWalk(profile, routes, chunk, dtype, nax, kv_scale, worst, only_worst=True,
                         prefix_calls=tuple(prefix_calls))
-        ent = (profile, routes.table, walk, [])
+        ent = (None, routes.table, walk, [])
+    walk, F = ent[2], ent[3]
+    while len(F) < k:
+        F.append(walk.step(chunk, evaluate=True)[0])  # an error leaves the table out (its walk is half-stepped)
     _FULL[key] = ent  # most recently used last
     while len(_FULL) > _FULL_KEEP:
         del _FULL[next(iter(_FULL))]
-    walk, F = ent[2], ent[3]
-    while len(F) < k:
-        F.append(walk.step(chunk, evaluate=True)[0])
     return F
+
+
+_SHAPES: dict[int, tuple] = {}
+#: Profile fields the peak model does not read (only messages name the profile): not part of a table's key.
+_NOT_READ = frozenset({"name", "ids", "aliases", "source", "weights", "max_context", "kv_bits_fails"})
+
+
+def _shape_key(profile: Profile) -> tuple:
+    """What of ``profile`` the per-call totals depend on, as a key (memoized per profile object, kept alive)."""
+    import dataclasses
+
+    v = _SHAPES.get(id(profile))
+    if v is None or v[0] is not profile:
+        if len(_SHAPES) >= 512:
+            _SHAPES.clear()
+        v = _SHAPES[id(profile)] = (profile, tuple((f.name, repr(getattr(profile, f.name)))
+                                                   for f in dataclasses.fields(profile)
+                                                   if f.compare and f.name not in _NOT_READ))
+    return v[1]
 
 
 def op_elements(items: list, act: int) -> np.ndarray:
