@@ -131,9 +131,10 @@ class CallWalk:
         worst, items = variant
         gc = self.kr.executor.graph_commit
         inflight = gc.window_graphs
-        w = free_graph_window(items, gc.max_nodes, gc.max_mega_elements, inflight, self.act, op_elems, ops)
-        if op_elems is not None:
-            w = min(w, chain_graph_window(items, gc.max_nodes, gc.max_mega_elements, inflight, self.act, op_elems, ops))
+        if op_elems is None:
+            w = free_graph_window(items, gc.max_nodes, gc.max_mega_elements, inflight, self.act, None, ops)
+        else:  # the chain bound (tighter where the graph ends move little within the bucket)
+            w = chain_graph_window(items, gc.max_nodes, gc.max_mega_elements, inflight, self.act, op_elems, ops)
         if worst:
             w2, _ = window_max(items, run_ahead_ops(self.kr), 1, 0)
             if w2 > w:
