@@ -119,13 +119,14 @@ def call_peak(p: Profile, ci: int, s: int, offset: int, steps: dict, kr: KernelR
 
 def run_ahead_ops(kr: KernelRoutes) -> int | None:
     """The most ops MLX lets the host run ahead of the device on this backend, from MLX's source: CUDA
-    (max_inflight_graphs + 1) graphs of at most max_nodes + 1 kernels (graph_commit in the kernel table);
+    (window_graphs + 1) graphs of at most max_nodes + 1 kernels (graph_commit in the kernel table: the in-flight
+    cap and the completion overlap);
     Metal ``MAX_ACTIVE_TASKS`` (10) + 1 command buffers of at most ``max_ops_per_buffer`` + 1 ops, 50 on the
     Max / Ultra device classes, the largest (mlx/backend/metal/device.cpp: p 20, g 40, s 50, d 50;
     transforms.cpp MAX_ACTIVE_TASKS); None where no such rule is taken from the source (CPU)."""
     gc = kr.executor.graph_commit
     if gc is not None:
-        return (gc.max_inflight_graphs + 1) * (gc.max_nodes + 1)
+        return (gc.window_graphs + 1) * (gc.max_nodes + 1)
     if kr.backend == "metal":
         return (10 + 1) * (50 + 1)
     return None
@@ -137,7 +138,7 @@ def call_window(items: list, ex, s: int, act: int, all_sums: list | None = None)
         # far it got in time on one device (the op window measured per chunk size), the smaller winning
         gc = ex.graph_commit
         wmax, wterms = graph_window_max(items, gc.max_nodes, gc.max_mega_elements,
-                                          gc.max_inflight_graphs + gc.margin_graphs, act)
+                                          gc.window_graphs, act)
         if gc.op_window_bound:
             w2, t2 = window_max(items, ex.window_for(s), ex.op_weight, ex.view_weight, all_sums=all_sums)
             if w2 < wmax:
