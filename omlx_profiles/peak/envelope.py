@@ -186,7 +186,7 @@ def envelope_bounds(new: int, chunk: int, cached: int, fast, need: int | None = 
             if early and lo > need:
                 return lo, lo
         if m != new:
-            bm = fast.fixed_bounds(m, chunk)
+            bm = fast.fixed_bounds(m, chunk, need)
         elif cached:
             bm = fast.bounds(m, chunk, 0, need)
         else:
