@@ -57,10 +57,13 @@ def _facade_us(p, backend: str, calls: int) -> float:
     mon = MemoryMonitor(BUDGET, backend=backend)
     mon.set_profile(p)
     mon.estimate_prefill_peak_bytes(32767, 2048)
-    t = time.perf_counter()
-    for _ in range(calls):
-        mon.estimate_prefill_peak_bytes(32767, 2048)
-    return (time.perf_counter() - t) / calls * 1e6
+    best = float("inf")
+    for _ in range(5):  # the best of 5 runs: one run the scheduler preempts (a loaded machine) is not the path's cost
+        t = time.perf_counter()
+        for _ in range(calls):
+            mon.estimate_prefill_peak_bytes(32767, 2048)
+        best = min(best, time.perf_counter() - t)
+    return best / calls * 1e6
 
 
 def _requests(scenario: str, rng: random.Random, n: int, max_ctx: int) -> list[Request]:
