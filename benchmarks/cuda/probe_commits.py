@@ -344,6 +344,7 @@ def main():
             reps = int(parts[2]) if len(parts) > 2 else 1
             depth = int(parts[3]) if len(parts) > 3 else 0  # keep the first `depth` layers (real widths)
             layer_ms = float(parts[4]) if len(parts) > 4 else a.stall_layer_ms  # per-spec stall (stalled runs)
+            ST.CHUNK_MS[0] = float(parts[5]) if len(parts) > 5 else 0.0  # a long stall at each chunk's start
             if time.time() - T0 > a.deadline:
                 print("deadline: skipping", spec, flush=True)
                 continue
@@ -366,6 +367,7 @@ def main():
             stall_cfg = None
             if stalled:  # after the baseline; adds no arrays (the norms keep their weights)
                 stall_cfg = ST.install(model, layer_ms, a.stall_gdn_every, a.stall_gdn_ms, a.stall_mode)
+                stall_cfg["chunk_ms"] = ST.CHUNK_MS[0]
                 print("stall:", stall_cfg, flush=True)
             vocab = MP.text_args(cfg).get("vocab_size", 32000)
             toks = mx.random.randint(0, vocab, (max(lengths + [a.warmup]),), key=mx.random.key(1)).astype(mx.int32)
