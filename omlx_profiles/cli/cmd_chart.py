@@ -109,6 +109,12 @@ def plot(series: list[Series], budget: int | None, reserve: int | None, output: 
          force: bool = False) -> str:
     """Draw the panels and write the file (``outputs.write_output``: a new file unless ``force``);
     returns the path written."""
+    import os
+
+    # the chart is drawn with Agg whatever the environment says: MPLBACKEND names an interactive backend,
+    # which this command never uses, and matplotlib raises ValueError on import for one it does not know
+    # (MPLBACKEND=bogus was "internal error"); it is set aside while matplotlib is imported
+    saved = os.environ.pop("MPLBACKEND", None)
     try:
         import matplotlib
 
@@ -117,6 +123,9 @@ def plot(series: list[Series], budget: int | None, reserve: int | None, output: 
         from matplotlib.ticker import FuncFormatter, MultipleLocator
     except ImportError:
         raise InputError("chart needs matplotlib: pip install 'omlx-profiles[chart]'") from None
+    finally:
+        if saved is not None:
+            os.environ["MPLBACKEND"] = saved
 
     n = len(series)
     cols = 1 if n == 1 else 2

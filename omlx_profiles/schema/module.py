@@ -124,7 +124,7 @@ class Live(_Strict):
                     "branch of a flag, an alternative key (gpt_bigcode multi_query: false)")
     top: dict[Key, Any] = Field(default_factory=dict, description="wrapper: top-level keys beside the text config")
     kv_bits: bool = Field(True, description="False: a cache kind has no to_quantized (or crashes), skip kv_bits runs")
-    long: bool = Field(True, description="run N=3000 (cheap enough on MLX CPU)")
+    long: bool = Field(True, description="also run N=3000 (replayed lazily: the caches' shapes, nothing evaluated)")
     dtype: Literal["bfloat16", "float32"] = "bfloat16"
     shrink: Shrink | None = Field(None, description="the live harness shrinks real configs of this text stack")
 
