@@ -54,7 +54,7 @@ class _Chunk:
 
     __slots__ = ("tops", "calls", "beyond", "last", "last_beyond", "lower", "full", "add_full", "model", "grid",
                  "grid_v", "one", "slack", "ltops", "lasts", "first", "top", "short", "mid", "own", "lgrow", "lfit",
-                 "row", "own_k", "phases")
+                 "row", "own_k", "phases", "pgrid", "pshort")
 
     def __init__(self, model, tops, calls, beyond, last, last_beyond, lower, add_full):
         self.model = model
@@ -67,7 +67,8 @@ class _Chunk:
         self.full = calls[-1]
         self.add_full = add_full
         self.grid = self.grid_v = self.first = None
-        self.top = self.short = self.mid = self.lgrow = self.lfit = self.own_k = self.phases = None
+        self.top = self.short = self.mid = self.lgrow = self.lfit = self.own_k = self.phases = self.pgrid = None
+        self.pshort: dict = {}
         self.one = self.row = 0
         self.slack = model.slack
 
@@ -94,6 +95,7 @@ class FastPeak:
         self._exact = lru_cache(maxsize=4096)(self._exact_uncached)
         self._prefix = lru_cache(maxsize=1024)(self._prefix_uncached)
         self._short: dict[int, int] = {}  # T(q): the exact total of a (q + 1)-token prompt (``fast_short``)
+        self._fixed: dict[tuple[int, int], tuple[int | None, int] | None] = {}  # ``fixed_bounds``
         from .basis import MEASURED, basis_for
 
         kind = basis_for(profile, self.routes).kind
@@ -170,6 +172,32 @@ class FastPeak:
             self._known(c, chunk)
         if chunk % STEP and chunk > STEP and c.phases is None:
             self._phases(c, chunk)
+        if c.phases:  # the shorter call in each phase's layout, at every grid count (``_short_phase``)
+            for ph in set(c.phases[0][1:]):
+                for r in range(2, chunk):
+                    self._short_phase(c, chunk, ph, r)
+
+    def fixed_bounds(self, new_tokens: int, chunk: int) -> tuple[int | None, int] | None:
+        """``bounds(new_tokens, chunk)`` without a prefix, fully refined (``need`` None), memoized: the envelope's
+        prefix-free terms other than the request's own (1, 2, a chunk, ``k S + 1``, ``k S + 2``: a few per chunk
+        size, asked again by every request of the same block: microseconds from the prepared lines). Where the
+        bounds are still wider than ``Estimator.fits``'s margin (64 KiB or 1/65,536 of the upper; chunks that are
+        not whole 256-row steps, where the last token's lines charge the worst layout, or of fewer than 256 rows),
+        the exact total instead: one replay per such length, once, by the first request of its block (not by
+        ``prepare``: a chunk of 64 has 2,048 blocks in 131k tokens)."""
+        key = (new_tokens, chunk)
+        if _TILED_VERSION[0] != self._tiled_gen:
+            self._chunk(chunk, True)  # clears every table built under the old kernels
+        v = self._fixed.get(key, _EXACT)
+        if v is _EXACT:
+            v = self.bounds(new_tokens, chunk, 0)
+            if v is not None and (v[0] is None or v[1] - v[0] > max(1 << 16, v[1] >> 16)):
+                e = self._exact(new_tokens, chunk, 0)  # no prefix: held before is 0, the total is the peak
+                v = (e, e)
+            if len(self._fixed) >= _MEMO:
+                self._fixed.clear()
+            self._fixed[key] = v
+        return v
 
     def total_bound(self, new_tokens: int, chunk: int, cached: int = 0) -> int | None:
         """An upper bound of ``held before + peak`` (the prefix's cache included), or ``None`` where the
@@ -258,14 +286,41 @@ class FastPeak:
                 u = f
         if r:
             f = c.calls[_bucket(c.tops, r)].at(S * k)  # the shorter call
-            if r == 1 and f > u:  # one query: in place at its phase's free rows (>= 1: the chunk is not whole steps)
+            if f > u:
                 ph = table[k] if k < len(table) else table[start + (k - start) % period]
-                g = c.lfit.at(S * k) + int(ph[0] * c.row) + 1  # the in-place last-token lines (logits: more)
+                if r == 1:  # one query: in place at its phase's free rows (>= 1: the chunk is not whole steps)
+                    g = c.lfit.at(S * k) + int(ph[0] * c.row) + 1  # the in-place last-token lines (logits: more)
+                else:  # in its phase's layout, charged at the next grid count
+                    g = self._short_phase(c, S, ph, r).at(S * k)
                 if g < f:
                     f = g
             if f > u:
                 u = f
         return lo, (u if u < hi else hi)
+
+    @staticmethod
+    def _short_phase(c: _Chunk, S: int, ph: tuple[int, bool], r: int) -> Pieces:
+        """The upper lines of the shorter call (``2 <= r < S`` queries) of a prompt without a prefix in chunks
+        that are not whole 256-row steps, after a full chunk: its ``KVCache`` phase ``ph`` = (free rows, trimmed)
+        is known (``_phases``), so is its layout -- in place where ``r <= free``, else grown by
+        ``256 * ceil(r / 256)`` from the free rows (trimmed first or not) -- and its rotating rows. ``r`` is
+        charged as the next count of a grid (every bucket top, so one route; every 32 queries, so each 256-row
+        step's growth is r's own) -- at most ``free`` in place. The bucket's line charges the worst layout of any
+        history and up to 255 queries more: hundreds of MB over the full calls at long prompts."""
+        free, trimmed = ph
+        grid = c.pgrid
+        if grid is None:
+            grid = c.pgrid = sorted(set(c.tops) | set(range(32, S, 32)))
+        g = grid[bisect_left(grid, r)]
+        fits = r <= free
+        if fits and g > free:
+            g = free
+        key = (free, trimmed, g, fits)
+        t = c.pshort.get(key)
+        if t is None:
+            known = ("phasefit", free) if fits else ("phase", free, trimmed)
+            t = c.pshort[key] = c.model._pieces(g, S, "upper", known)[0]
+        return t
 
     @staticmethod
     def _phases(c: _Chunk, S: int) -> None:
@@ -465,6 +520,7 @@ class FastPeak:
         if _TILED_VERSION[0] != self._tiled_gen:  # a tiled kernel was (un)registered: recompute
             self._chunks.clear()
             self._memo.clear()
+            self._fixed.clear()
             self._exact.cache_clear()
             self._tiled_gen = tiled_state()[0]
         # fresh: without a prefix the capacity phases are the chunk's own (``cycle_reach``); 2: after a prefix,
