@@ -59,6 +59,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..errors import OmlxProfilesError
 from .kernels import _TILED_VERSION
 
 Total = Callable[[int, int], int]  # (new tokens, cached) -> held before + peak, for the chunk at hand
@@ -78,13 +79,20 @@ def dominating_lengths(new: int, chunk: int) -> tuple[int, ...]:
 
 
 def envelope_total(new: int, chunk: int, cached: int, exact: Total, upper: Upper | None = None,
-                   exact_here: int | None = None) -> int:
+                   exact_here: int | None = None, fresh: Callable[[int], "int | None"] | None = None) -> int:
     """``E(new, cached)`` (module doc). ``exact(m, c)``: the exact total of ``m`` new tokens after ``c``
     cached (in chunks of ``chunk``); ``upper(m, c)``: the fast path's upper bound of the same, or ``None``
-    where there is none; ``exact_here``: ``exact(new, cached)`` when the caller has it already."""
-    pts = dominating_lengths(new, chunk)
+    where there is none; ``exact_here``: ``exact(new, cached)`` when the caller has it already; ``fresh(m)``:
+    ``E(m, 0)`` where the caller has a monotone one of its own (CUDA: ``CudaFit.envelope``, the cumulative
+    bucket bounds of a block), used instead of the maximum over ``P(new)`` (``None``: that maximum)."""
     here = exact(new, cached) if exact_here is None else exact_here
-    base = max(exact(m, 0) if (m, cached) != (new, 0) else here for m in pts)
+    pts = dominating_lengths(new, chunk)
+    base = fresh(new) if fresh is not None else None
+    if base is not None:
+        if not cached:
+            return base if base > here else here
+    else:
+        base = max(exact(m, 0) if (m, cached) != (new, 0) else here for m in pts)
     if not cached:
         return base
     v = max(base, here)
@@ -186,9 +194,82 @@ def envelope_bounds(new: int, chunk: int, cached: int, fast, need: int | None = 
     return lo, hi
 
 
-def envelope_bounds_fresh(new: int, chunk: int, fit) -> tuple[int, int | None]:
+def cum_upper(fit, new: int) -> int | None:
+    """``CU(new)``: the largest bucket bound (``peak.fast_cuda.CudaFit`` leaves) of the shorter calls and the
+    last tokens of every prompt in ``new``'s block up to ``new`` (``k S + 2 .. new``); 0 at ``k S + 1``; ``None``
+    where a bucket has no bound (a gated-DeltaNet's item structure changes with nearly every query count). A
+    bucket's bound is above every call in it, so ``CU`` is above the replay of every such prompt and
+    non-decreasing in ``new`` by construction. ``fit.cum_upper`` where the fit has it."""
+    own = getattr(fit, "cum_upper", None)
+    if own is not None:
+        return own(new)
+    k, r = divmod(new - 1, fit.c)
+    if not r:
+        return 0
+    fit.bounds(new)  # builds the block's leaves (and the full calls before it)
+    lv = fit._leaves[k]
+    best = 0
+    for leaves in lv[:3]:
+        for start, up in zip(leaves.starts, leaves.ups):
+            if start > r:
+                break
+            if up is None:
+                return None
+            if up > best:
+                best = up
+    return best
+
+
+class CudaEnvelope:
+    """``E(n, 0)`` on CUDA, monotone in ``n`` by construction (``fresh``), from ``peak.fast_cuda.CudaFit``:
+
+        E(n, 0) = max( max over m in P(n) of V(m, 0),  CU(n),  BM(k) ),   BM(k) = max over j < k of CU((j + 1) S)
+
+    Within block ``k`` (``n = k S + 1 + r``) the exact replay falls where MLX's graph commits move with the
+    query count (qwen3.5-35b-a3b, chunk 52: 43 new tokens 1.305 GB, 52 new 1.293 GB); ``CU`` is the running
+    maximum of the block's bucket bounds, each above every call in its bucket, so ``E`` is above every shorter
+    prompt of the block. ``BM`` carries the earlier blocks' largest ``CU`` into the later ones (a bucket bound
+    can be above the next block's exact first length). ``max over P(n)`` is the envelope without bounds (module
+    doc). Where a bucket has no bound (``CU`` None: gated-DeltaNet), ``E`` is that maximum alone: monotone
+    across blocks, not within one. Memoized per block (``BM``) and per length (``CudaFit``'s own tables)."""
+
+    def __init__(self, fit):
+        self.fit = fit
+        self._bm: list[int | None] = [0]  # BM(k) for k = 0, 1, ...
+        self._gen = _TILED_VERSION[0]
+
+    def block_max(self, k: int) -> int | None:
+        if _TILED_VERSION[0] != self._gen:
+            self._bm, self._gen = [0], _TILED_VERSION[0]
+        own = getattr(self.fit, "block_max", None)
+        if own is not None:
+            return own(k)
+        bm, S = self._bm, self.fit.c
+        while len(bm) <= k:
+            j = len(bm) - 1
+            prev = bm[-1]
+            cu = cum_upper(self.fit, (j + 1) * S) if S > 1 and prev is not None else 0
+            bm.append(None if prev is None or cu is None else max(prev, cu))
+        return bm[k]
+
+    def fresh(self, new: int) -> int:
+        fit = self.fit
+        v = max(fit.exact(m) for m in dominating_lengths(new, fit.c))
+        k = (new - 1) // fit.c
+        cu = cum_upper(fit, new)
+        bm = self.block_max(k) if cu is not None else None
+        if cu is None or bm is None:
+            return v
+        return max(v, cu, bm)
+
+
+def envelope_bounds_fresh(new: int, chunk: int, fit, env: "CudaEnvelope | None" = None) -> tuple[int, int | None]:
     """``envelope_bounds`` without a prefix from per-length bounds ``fit.bounds(m) -> (lower, upper or None)``
-    (``peak.fast_cuda.CudaFit``): the request's own lower bound, the largest upper bound over ``P(n)``."""
+    (``peak.fast_cuda.CudaFit``): the request's own lower bound, the largest upper bound over ``P(n)``; with
+    ``env`` (``CudaEnvelope``: what the API reports on CUDA), its ``E(n, 0)`` twice."""
+    if env is not None:
+        e = env.fresh(new)
+        return e, e
     lo, hi = fit.bounds(new)
     for m in dominating_lengths(new, chunk):
         if m != new and hi is not None:
@@ -197,8 +278,11 @@ def envelope_bounds_fresh(new: int, chunk: int, fit) -> tuple[int, int | None]:
     return lo, hi
 
 
-def envelope_exact_fresh(new: int, chunk: int, fit) -> int:
-    """``E(new, 0)`` from ``fit.exact(m)`` (the exact total of ``m`` new tokens without a prefix)."""
+def envelope_exact_fresh(new: int, chunk: int, fit, env: "CudaEnvelope | None" = None) -> int:
+    """``E(new, 0)`` from ``fit.exact(m)`` (the exact total of ``m`` new tokens without a prefix), or
+    ``env.fresh(new)`` (``CudaEnvelope``)."""
+    if env is not None:
+        return env.fresh(new)
     return max(fit.exact(m) for m in dominating_lengths(new, chunk))
 
 
@@ -214,6 +298,29 @@ class MonotonePeak:
         self._memo: dict[tuple[int, int, int], int] = {}
         self._lines: dict = {}  # tight_upper's shorter-call lines
         self._gen = _TILED_VERSION[0]
+        self._cuda: dict = {}  # chunk -> CudaEnvelope (CUDA), or False
+
+    def _cuda_fit(self, chunk: int):
+        """``E(m, 0)`` on CUDA for this chunk size (``CudaEnvelope`` of ``peak.fast_cuda.CudaFit`` at the facade's KV
+        width); ``None`` on another backend or where the peak is unknown."""
+        cf = self._cuda.get(chunk)
+        if cf is None:
+            cf = False
+            f = self.fast
+            if f.routes.executor.graph_commit is not None and not f._unknown:
+                from .basis import MEASURED, basis_for
+                from .fast_cuda import CudaFit
+
+                b = basis_for(f.profile, f.routes)
+                try:
+                    cf = CudaEnvelope(CudaFit(f.profile, f.routes, chunk, f.dtype, f.nax, f.kv_scale,
+                                              None if b.kind == MEASURED else (b.worst or b.kind)))
+                except OmlxProfilesError:
+                    cf = False
+            if len(self._cuda) >= 64:
+                self._cuda.clear()
+            self._cuda[chunk] = cf
+        return cf or None
 
     def peak(self, new: int, chunk: int, cached: int = 0) -> int:
         key = (new, chunk, cached)
@@ -232,7 +339,9 @@ class MonotonePeak:
             return f.peak(m, chunk, c) + (f._prefix(c, chunk) if c else 0)
 
         upper = None if f.exact_only else (lambda m, c: tight_upper(f, m, chunk, c, self._lines))
-        v = envelope_total(new, chunk, cached, exact, upper) - prefix
+        cf = self._cuda_fit(chunk) if f.exact_only else None
+        fresh = cf.fresh if cf else None
+        v = envelope_total(new, chunk, cached, exact, upper, fresh=fresh) - prefix
         if v < 0:
             v = 0
         if len(self._memo) >= 1 << 16:
