@@ -50,10 +50,17 @@ Why it is monotone (the argument the property tests check):
 Calibration points (no prefix, a prompt of whole chunks plus the last token: ``n = k S + 1``) are their own
 dominating point: ``E = V`` there, their est/measured unchanged.
 
-Where no fast bound exists (CUDA: graph-commit boundaries move with the length; chunked attention; a
-``bound`` basis) ``U`` is not available and ``E(n, c) = max(E(n, 0), max over P(n) of V(m, c))``: monotone in
-``n`` across blocks as above, but NOT proven in ``c`` nor within a block (CUDA's commits): said so by the
-properties' domains.
+A ``bound`` basis (unfused fp32 attention, no donation, the whole run-ahead window) has fast lines too since
+session 8 (``peak.fast``): its ``U`` terms make it monotone as above (deepseek-v2-lite on CPU fell 5.4% with the
+prefix before).
+
+CUDA (graph-commit boundaries move with the length, no line holds): without a prefix ``E(n, 0)`` is
+``CudaEnvelope.fresh``: the maximum over ``P(n)`` raised to the block's cumulative bucket bounds of
+``peak.fast_cuda`` (each above every call of its bucket wherever graphs start), monotone within a block by
+construction. Where no fast bound exists (CUDA after a prefix, a gated-DeltaNet on CUDA, chunked attention)
+``U`` is not available and ``E(n, c) = max(E(n, 0), max over P(n) of V(m, c))``: monotone in ``n`` across
+blocks as above, but NOT proven in ``c`` nor within a block (CUDA's commits): said so by the properties'
+domains.
 """
 from __future__ import annotations
 
@@ -221,46 +228,40 @@ def cum_upper(fit, new: int) -> int | None:
 
 
 class CudaEnvelope:
-    """``E(n, 0)`` on CUDA, monotone in ``n`` by construction (``fresh``), from ``peak.fast_cuda.CudaFit``:
+    """``E(n, 0)`` on CUDA (``fresh``) from ``peak.fast_cuda.CudaFit``, for ``n = k S + 1 + r``:
 
-        E(n, 0) = max( max over m in P(n) of V(m, 0),  CU(n),  BM(k) ),   BM(k) = max over j < k of CU((j + 1) S)
+        E(n, 0) = max( max over m in P(n) of V(m, 0),  CU(n),  CU(k S) )
 
-    Within block ``k`` (``n = k S + 1 + r``) the exact replay falls where MLX's graph commits move with the
-    query count (qwen3.5-35b-a3b, chunk 52: 43 new tokens 1.305 GB, 52 new 1.293 GB); ``CU`` is the running
-    maximum of the block's bucket bounds, each above every call in its bucket, so ``E`` is above every shorter
-    prompt of the block. ``BM`` carries the earlier blocks' largest ``CU`` into the later ones (a bucket bound
-    can be above the next block's exact first length). ``max over P(n)`` is the envelope without bounds (module
-    doc). Where a bucket has no bound (``CU`` None: gated-DeltaNet), ``E`` is that maximum alone: monotone
-    across blocks, not within one. Memoized per block (``BM``) and per length (``CudaFit``'s own tables)."""
+    Within block ``k`` the exact replay falls where MLX's graph commits move with the query count (qwen3.5-35b-a3b,
+    chunk 52: 43 new tokens 1.305 GB, 52 new 1.293 GB); ``CU`` is the running maximum of the block's bucket
+    bounds, each above every call in its bucket, so ``E`` is non-decreasing within a block by construction and
+    never below the replay. ``CU(k S)`` (the previous block's last length) carries block ``k - 1``'s largest bound
+    into block ``k``, whose first lengths' replay can be below it: ``E(k S + 1) >= E(k S)`` wherever block
+    ``k - 1``'s ``E`` is its own ``CU`` or a ``P`` term (``k S + 1`` dominates every earlier block's replay,
+    module doc); a bound from two or more blocks back (``CU((k - 1) S)``) is not carried -- it would cost every
+    earlier block's buckets per request (seconds at 128k tokens) -- and is below the replay of ``k S + 1`` in
+    every case the properties draw (tests/test_properties_api.py): checked, not proven. Where a bucket has no
+    bound (``CU`` None: a gated-DeltaNet, whose items change structure with nearly every query count), ``E`` is
+    the maximum over ``P(n)`` alone: monotone across blocks, not within one."""
 
     def __init__(self, fit):
         self.fit = fit
-        self._bm: list[int | None] = [0]  # BM(k) for k = 0, 1, ...
-        self._gen = _TILED_VERSION[0]
 
-    def block_max(self, k: int) -> int | None:
-        if _TILED_VERSION[0] != self._gen:
-            self._bm, self._gen = [0], _TILED_VERSION[0]
-        own = getattr(self.fit, "block_max", None)
-        if own is not None:
-            return own(k)
-        bm, S = self._bm, self.fit.c
-        while len(bm) <= k:
-            j = len(bm) - 1
-            prev = bm[-1]
-            cu = cum_upper(self.fit, (j + 1) * S) if S > 1 and prev is not None else 0
-            bm.append(None if prev is None or cu is None else max(prev, cu))
-        return bm[k]
+    def bounded(self, new: int) -> bool:
+        """Whether ``E(m, 0)`` comes from the bounds for every ``m <= new`` of ``new``'s block and the one before
+        (then it is non-decreasing there); False where a bucket has no bound (gated-DeltaNet)."""
+        k = (new - 1) // self.fit.c
+        return cum_upper(self.fit, new) is not None and (k == 0 or cum_upper(self.fit, k * self.fit.c) is not None)
 
     def fresh(self, new: int) -> int:
         fit = self.fit
         v = max(fit.exact(m) for m in dominating_lengths(new, fit.c))
         k = (new - 1) // fit.c
         cu = cum_upper(fit, new)
-        bm = self.block_max(k) if cu is not None else None
-        if cu is None or bm is None:
+        prev = cum_upper(fit, k * fit.c) if k and cu is not None else 0
+        if cu is None or prev is None:
             return v
-        return max(v, cu, bm)
+        return max(v, cu, prev)
 
 
 def envelope_bounds_fresh(new: int, chunk: int, fit, env: "CudaEnvelope | None" = None) -> tuple[int, int | None]:

@@ -22,8 +22,8 @@ caches: the copy of at least the offset's rows; without a prefix the rotating ca
 history's own), the fresh first call (exact), and, without a prefix, a shorter call in the chunk's last
 256-row step (``peak.fast_top``: chords and tangents over points 32 queries apart, where it is often the
 prompt's highest). Where one call is the highest in both bounds they are a few KB apart (the lines'
-rounding slack). CUDA (graph-commit boundaries move with the offset), chunked attention (rows cycle) and a
-``bound`` basis answer the exact model (memoized).
+rounding slack). CUDA (graph-commit boundaries move with the offset) and chunked attention (rows cycle)
+answer the exact model (memoized); a ``bound`` basis has lines too (its worst-case items).
 """
 from __future__ import annotations
 
@@ -105,14 +105,17 @@ class FastPeak:
         self._unknown = unverified_peak(profile, self.routes) or (no_bound_reason(profile, self.routes)
                                                                   if self._worst else None)
         # no line holds for: CUDA (graph-commit boundaries move with kL), chunked attention (rows cycle with
-        # kL), a ``bound`` basis's worst-case items (peak/basis.py). A ``derived`` basis on Metal is the op
-        # model over a longer window: its positions are lines too.
-        self._always_exact = (self.routes.executor.graph_commit is not None or self._worst == "bound" or any(
+        # kL). A ``derived`` basis on Metal is the op model over a longer window: its positions are lines too;
+        # a ``bound`` basis's worst-case items (peak/basis.py: unfused fp32 attention, no donation, the whole
+        # run-ahead window) are sampled by ``fast_lines.CallModel`` the same way, and the replay's maximum of
+        # the op model and that worst case is below them (issue 14 item 4: without lines the reported total
+        # of qwen3.5 / deepseek-v2-lite on CPU fell with the prefix; tests/test_properties_api.py checks both).
+        self._always_exact = (self.routes.executor.graph_commit is not None or any(
             e.kind == "chunked" for lt in profile.layer_types.values() for e in lt.entries))
 
     @property
     def exact_only(self) -> bool:
-        """True where every answer is the exact model (no bound holds: CUDA, chunked attention, ``bound``)."""
+        """True where every answer is the exact model (no bound holds: CUDA, chunked attention)."""
         return self._always_exact
 
     # -- public -------------------------------------------------------------------------------------
