@@ -18,8 +18,9 @@ reaches:
 
 Monotone (issue 14 item 4): the totals the API and the facade REPORT are the monotone envelope of the exact
 model (``peak/envelope.py``): non-decreasing in the prompt and in the cached prefix, for any chunk 1..4096 and
-prefix 0..1M, wherever the fast path has bounds (cpu / metal; not CUDA, chunked attention or a ``bound``
-basis, which answer the exact model only: ``bounded``). The truth itself is not monotone off whole KV steps
+prefix 0..1M, wherever the fast path has bounds (cpu / metal, a ``bound`` basis included since session 8; not
+CUDA or chunked attention, which answer the exact model only: ``bounded``); on CUDA without a prefix, in the
+prompt (``cuda_bounded``: the bucket bounds of ``peak.fast_cuda``; not a gated-DeltaNet). The truth itself is not monotone off whole KV steps
 (measured on a real mlx-lm model: test_properties_live.py): the envelope is above it there, never below.
 """
 from __future__ import annotations
@@ -72,7 +73,7 @@ _BOUNDED: dict = {}
 
 def bounded(name, backend) -> bool:
     """Whether the reported totals are proven monotone in the cached prefix for this model and backend: the fast
-    path's upper bounds exist (``peak/envelope.py``; CUDA, chunked attention and a ``bound`` basis have none)."""
+    path's upper bounds exist (``peak/envelope.py``; CUDA and chunked attention have none)."""
     if (name, backend) not in _BOUNDED:
         _BOUNDED[name, backend] = not FastPeak(REG.resolve(name).profile, backend).exact_only
     return _BOUNDED[name, backend]
@@ -264,8 +265,8 @@ def test_a_longer_prefix_off_whole_steps_never_reports_less():
     """The measured case (tiny real Llama, MLX CPU, 600 new tokens in chunks of 7: the TRUTH peaks 4.97 MB over a
     1,000-token prefix and 3.96 MB over 1,100, test_properties_live.py) and Qwen3.5-35B-A3B cpu chunk 7, 2,383 new
     (prefix 165,065 -> 4.01 GB vs 170,512 -> 3.85 GB before session 6's fix): the reported totals follow the
-    envelope, non-decreasing across the prefixes in between, never below the exact model. (Qwen3.5 on metal:
-    its cpu estimate has a ``bound`` basis, which the fast path has no bounds for.)"""
+    envelope, non-decreasing across the prefixes in between, never below the exact model. (Qwen3.5 on metal; its
+    ``bound`` basis on cpu: test_a_bound_basis_model_on_cpu_reports_monotone_in_the_prefix.)"""
     for name, new, chunk, prefixes, backends_ in (
             ("llama-3.2-1b-instruct", 600, 7, range(1000, 1101, 5), ("cpu", "metal")),
             ("qwen3.5-35b-a3b", 2383, 7, range(165_065, 170_513, 499), ("metal",))):
