@@ -296,13 +296,16 @@ def test_a_three_token_prompt_reports_at_least_two():
     assert reported == sorted(reported) and all(r >= t for r, t in zip(reported, ts)), (reported, ts)
 
 
+@pytest.mark.xfail(strict=True, reason="a bound basis has no fast lines (their cost: qwen3.5 cpu 79 s per chunk "
+                                       "size), so no U term: the report falls with the prefix where the model does")
 def test_a_bound_basis_model_on_cpu_reports_monotone_in_the_prefix():
-    """DeepSeek-V2-Lite on cpu has a ``bound`` basis (no calibration in band there). Before session 8 the fast
-    path had no lines for a ``bound`` basis, the report was the envelope over the dominating lengths alone, and
-    it fell with the prefix where the exact model does (chunk 64, 100 new tokens: 5.4% lower after 203 cached
-    than after 196: which call copies a growing cache moves with the alignment). The fast path's lines now cover
-    the worst-case items too (``peak.fast``): the report is non-decreasing across these prefixes, never below
-    the exact model."""
+    """DeepSeek-V2-Lite on cpu has a ``bound`` basis (no calibration in band there). The fast path has no lines
+    for a ``bound`` basis (``peak.fast``: with them, qwen3.5-35b-a3b cpu took 79 s for its first request at chunk
+    700 -- the whole run-ahead window's maximum per sampled call), so the report is the envelope over the
+    dominating lengths alone, and it falls with the prefix where the exact model does (chunk 64, 100 new tokens:
+    5.4% lower after 203 cached than after 196: which call copies a growing cache moves with the alignment).
+    Pinned (strict): with lines for a ``bound`` basis (deepseek-v2-lite's are sound: 0 unders in 259 random
+    requests, session 8) this passes."""
     name, new, chunk = "deepseek-v2-lite", 100, 64
     p = est(name).profile
     prefixes = (189, 196, 203, 210, 217, 252, 259, 266)

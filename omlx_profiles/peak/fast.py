@@ -22,8 +22,8 @@ caches: the copy of at least the offset's rows; without a prefix the rotating ca
 history's own), the fresh first call (exact), and, without a prefix, a shorter call in the chunk's last
 256-row step (``peak.fast_top``: chords and tangents over points 32 queries apart, where it is often the
 prompt's highest). Where one call is the highest in both bounds they are a few KB apart (the lines'
-rounding slack). CUDA (graph-commit boundaries move with the offset) and chunked attention (rows cycle)
-answer the exact model (memoized); a ``bound`` basis has lines too (its worst-case items).
+rounding slack). CUDA (graph-commit boundaries move with the offset), chunked attention (rows cycle) and a
+``bound`` basis answer the exact model (memoized).
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ class _Chunk:
 
     __slots__ = ("tops", "calls", "beyond", "last", "last_beyond", "lower", "full", "add_full", "model", "grid",
                  "grid_v", "one", "slack", "ltops", "lasts", "first", "top", "short", "mid", "own", "lgrow", "lfit",
-                 "row", "own_k", "phases")
+                 "row", "own_k", "phases", "pgrid", "pshort")
 
     def __init__(self, model, tops, calls, beyond, last, last_beyond, lower, add_full):
         self.model = model
@@ -67,7 +67,8 @@ class _Chunk:
         self.full = calls[-1]
         self.add_full = add_full
         self.grid = self.grid_v = self.first = None
-        self.top = self.short = self.mid = self.lgrow = self.lfit = self.own_k = self.phases = None
+        self.top = self.short = self.mid = self.lgrow = self.lfit = self.own_k = self.phases = self.pgrid = None
+        self.pshort: dict = {}
         self.one = self.row = 0
         self.slack = model.slack
 
@@ -94,6 +95,7 @@ class FastPeak:
         self._exact = lru_cache(maxsize=4096)(self._exact_uncached)
         self._prefix = lru_cache(maxsize=1024)(self._prefix_uncached)
         self._short: dict[int, int] = {}  # T(q): the exact total of a (q + 1)-token prompt (``fast_short``)
+        self._fixed: dict[tuple[int, int], tuple[int | None, int] | None] = {}  # ``fixed_bounds``
         from .basis import MEASURED, basis_for
 
         kind = basis_for(profile, self.routes).kind
@@ -105,17 +107,14 @@ class FastPeak:
         self._unknown = unverified_peak(profile, self.routes) or (no_bound_reason(profile, self.routes)
                                                                   if self._worst else None)
         # no line holds for: CUDA (graph-commit boundaries move with kL), chunked attention (rows cycle with
-        # kL). A ``derived`` basis on Metal is the op model over a longer window: its positions are lines too;
-        # a ``bound`` basis's worst-case items (peak/basis.py: unfused fp32 attention, no donation, the whole
-        # run-ahead window) are sampled by ``fast_lines.CallModel`` the same way, and the replay's maximum of
-        # the op model and that worst case is below them (issue 14 item 4: without lines the reported total
-        # of qwen3.5 / deepseek-v2-lite on CPU fell with the prefix; tests/test_properties_api.py checks both).
-        self._always_exact = (self.routes.executor.graph_commit is not None or any(
+        # kL), a ``bound`` basis's worst-case items (peak/basis.py). A ``derived`` basis on Metal is the op
+        # model over a longer window: its positions are lines too.
+        self._always_exact = (self.routes.executor.graph_commit is not None or self._worst == "bound" or any(
             e.kind == "chunked" for lt in profile.layer_types.values() for e in lt.entries))
 
     @property
     def exact_only(self) -> bool:
-        """True where every answer is the exact model (no bound holds: CUDA, chunked attention)."""
+        """True where every answer is the exact model (no bound holds: CUDA, chunked attention, ``bound``)."""
         return self._always_exact
 
     # -- public -------------------------------------------------------------------------------------
@@ -173,6 +172,30 @@ class FastPeak:
             self._known(c, chunk)
         if chunk % STEP and chunk > STEP and c.phases is None:
             self._phases(c, chunk)
+        if c.phases:  # the shorter call in each phase's layout, at every grid count (``_short_phase``)
+            for ph in set(c.phases[0][1:]):
+                for r in range(2, chunk):
+                    self._short_phase(c, chunk, ph, r)
+        # the envelope's prefix-free terms (``fixed_bounds``) of every block up to the context
+        top = self.profile.max_context or (1 << 17)
+        for m in {1, 2, chunk, chunk + 1} | {k * chunk + d for k in range(1, top // chunk + 1) for d in (1, 2)}:
+            if m <= top:
+                self.fixed_bounds(m, chunk)
+
+    def fixed_bounds(self, new_tokens: int, chunk: int) -> tuple[int | None, int] | None:
+        """``bounds(new_tokens, chunk)`` without a prefix, fully refined (``need`` None), memoized: the envelope's
+        prefix-free terms other than the request's own (1, 2, a chunk, ``k S + 1``, ``k S + 2``: a few per chunk
+        size, asked again by every request of the same block; ``prepare`` builds them up to the context)."""
+        key = (new_tokens, chunk)
+        if _TILED_VERSION[0] != self._tiled_gen:
+            self._chunk(chunk, True)  # clears every table built under the old kernels
+        v = self._fixed.get(key, _EXACT)
+        if v is _EXACT:
+            v = self.bounds(new_tokens, chunk, 0)
+            if len(self._fixed) >= _MEMO:
+                self._fixed.clear()
+            self._fixed[key] = v
+        return v
 
     def total_bound(self, new_tokens: int, chunk: int, cached: int = 0) -> int | None:
         """An upper bound of ``held before + peak`` (the prefix's cache included), or ``None`` where the
@@ -261,14 +284,41 @@ class FastPeak:
                 u = f
         if r:
             f = c.calls[_bucket(c.tops, r)].at(S * k)  # the shorter call
-            if r == 1 and f > u:  # one query: in place at its phase's free rows (>= 1: the chunk is not whole steps)
+            if f > u:
                 ph = table[k] if k < len(table) else table[start + (k - start) % period]
-                g = c.lfit.at(S * k) + int(ph[0] * c.row) + 1  # the in-place last-token lines (logits: more)
+                if r == 1:  # one query: in place at its phase's free rows (>= 1: the chunk is not whole steps)
+                    g = c.lfit.at(S * k) + int(ph[0] * c.row) + 1  # the in-place last-token lines (logits: more)
+                else:  # in its phase's layout, charged at the next grid count
+                    g = self._short_phase(c, S, ph, r).at(S * k)
                 if g < f:
                     f = g
             if f > u:
                 u = f
         return lo, (u if u < hi else hi)
+
+    @staticmethod
+    def _short_phase(c: _Chunk, S: int, ph: tuple[int, bool], r: int) -> Pieces:
+        """The upper lines of the shorter call (``2 <= r < S`` queries) of a prompt without a prefix in chunks
+        that are not whole 256-row steps, after a full chunk: its ``KVCache`` phase ``ph`` = (free rows, trimmed)
+        is known (``_phases``), so is its layout -- in place where ``r <= free``, else grown by
+        ``256 * ceil(r / 256)`` from the free rows (trimmed first or not) -- and its rotating rows. ``r`` is
+        charged as the next count of a grid (every bucket top, so one route; every 32 queries, so each 256-row
+        step's growth is r's own) -- at most ``free`` in place. The bucket's line charges the worst layout of any
+        history and up to 255 queries more: hundreds of MB over the full calls at long prompts."""
+        free, trimmed = ph
+        grid = c.pgrid
+        if grid is None:
+            grid = c.pgrid = sorted(set(c.tops) | set(range(32, S, 32)))
+        g = grid[bisect_left(grid, r)]
+        fits = r <= free
+        if fits and g > free:
+            g = free
+        key = (free, trimmed, g, fits)
+        t = c.pshort.get(key)
+        if t is None:
+            known = ("phasefit", free) if fits else ("phase", free, trimmed)
+            t = c.pshort[key] = c.model._pieces(g, S, "upper", known)[0]
+        return t
 
     @staticmethod
     def _phases(c: _Chunk, S: int) -> None:
@@ -468,6 +518,7 @@ class FastPeak:
         if _TILED_VERSION[0] != self._tiled_gen:  # a tiled kernel was (un)registered: recompute
             self._chunks.clear()
             self._memo.clear()
+            self._fixed.clear()
             self._exact.cache_clear()
             self._tiled_gen = tiled_state()[0]
         # fresh: without a prefix the capacity phases are the chunk's own (``cycle_reach``); 2: after a prefix,
