@@ -11,14 +11,18 @@ Scenarios (requests never seen before by the timed Estimator):
 * ``short``: 1 .. chunk + 1 tokens (one call and the last token), no prefix, chunk 2048;
 * ``chunks``: 1 .. 131,072 tokens, no prefix, chunk 256 / 512 / 1024 / 4096 (drawn per request);
 * ``odd``: 1 .. 131,072 tokens, no prefix, chunk 700 / 1000 (not whole 256-row steps);
-* ``prefix``: a cached prefix of 1 .. 100,000 tokens, 1 .. 8,192 new ones, chunk 2048.
+* ``prefix``: a cached prefix of 1 .. 100,000 tokens, 1 .. 8,192 new ones, chunk 2048;
+* ``prefix_short``: after a cached prefix, new tokens <= 2 x chunk + 1 (the first full call and the follow-up
+  shorter than a chunk: the prefix's alignment decides their layout), chunk 512 / 2048;
+* ``small``: 1 .. 131,072 tokens, no prefix, chunk 256 / 512 (sliding-window models: rows rotate every call);
+* ``small_prefix``: after a prefix of 1 .. 60,000 tokens, 1 .. 4,096 new ones, chunk 256 / 512.
 
 Two budgets per request:
 * ``at total``: the budget IS the request's exact total (weights + prefill peak, reserve 0) -- the worst case:
   the bounds must be within ``fit_margin`` of the exact total to answer without a replay;
 * ``64 GiB``: a fixed budget (16 GiB weights), what an engine's admission check sees.
 
-Columns: mean / p50 / p99 per call (us), the facade's repeated-length call (us), p50 / facade, mean / facade,
+Columns: mean / p50 / p99 / max per call (us), the facade's repeated-length call (us), p50 / facade, mean / facade,
 replays (requests decided by the exact replay, ms each; on CUDA also the lengths whose shorter call and / or last
 token ``peak.fast_cuda`` replays, a few ms each: a prompt without a prefix), margin (refused by the documented margin while the
 exact total fits: the only verdicts that differ from the exact replay's), wrong (any other difference: must
@@ -43,7 +47,7 @@ from omlx_profiles.peak.prefill import Request
 
 MODELS = ("meta-llama/Llama-3.1-8B-Instruct", "google/gemma-3-27b-it", "Qwen/Qwen3-30B-A3B", "deepseek-v3",
           "qwen3.5-35b-a3b")
-SCENARIOS = ("long", "short", "chunks", "odd", "prefix")
+SCENARIOS = ("long", "short", "chunks", "odd", "prefix", "prefix_short", "small", "small_prefix")
 BUDGET, WEIGHTS = 64 << 30, 16 << 30
 
 
@@ -69,9 +73,20 @@ def _requests(scenario: str, rng: random.Random, n: int, max_ctx: int) -> list[R
             out.append(Request(rng.randint(1, top), chunk=rng.choice((256, 512, 1024, 4096))))
         elif scenario == "odd":
             out.append(Request(rng.randint(1, top), chunk=rng.choice((700, 1000))))
-        else:
+        elif scenario == "prefix":
             cached = rng.randint(1, min(100_000, top - 8192))
             out.append(Request(cached + rng.randint(1, 8192), cached=cached, chunk=2048))
+        elif scenario == "prefix_short":
+            chunk = rng.choice((512, 2048))
+            cached = rng.randint(1, min(100_000, top - 2 * chunk - 1))
+            out.append(Request(cached + rng.randint(1, 2 * chunk + 1), cached=cached, chunk=chunk))
+        elif scenario == "small":
+            out.append(Request(rng.randint(1, top), chunk=rng.choice((256, 512))))
+        elif scenario == "small_prefix":
+            cached = rng.randint(1, min(60_000, top - 4096))
+            out.append(Request(cached + rng.randint(1, 4096), cached=cached, chunk=rng.choice((256, 512))))
+        else:
+            raise SystemExit(f"unknown scenario {scenario!r} (one of {', '.join(SCENARIOS)})")
     return out
 
 
@@ -108,8 +123,8 @@ def _row(p, backend: str, reqs: list[Request], budgets: list[int], exact: list[i
     times.sort()
     mean = statistics.fmean(times) * 1e6
     replays = len(e._memo) + _cuda_replays(e) - cuda0
-    return (mean, times[len(times) // 2] * 1e6, times[int(len(times) * 0.99)] * 1e6, replays, margin, wrong,
-            prep)
+    return (mean, times[len(times) // 2] * 1e6, times[int(len(times) * 0.99)] * 1e6, times[-1] * 1e6, replays,
+            margin, wrong, prep)
 
 
 def main() -> None:
@@ -122,7 +137,7 @@ def main() -> None:
     a = ap.parse_args()
     lines = [f"# bench_fits: {a.calls} never-seen requests per row; python {platform.python_version()}, "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
-             f"{'model':34} {'backend':7} {'scenario':8} {'budget':9} {'mean us':>9} {'p50 us':>8} {'p99 us':>9} "
+             f"{'model':34} {'backend':7} {'scenario':12} {'budget':9} {'mean us':>9} {'p50 us':>8} {'p99 us':>9} {'max us':>9} "
              f"{'facade us':>9} {'p50/fac':>8} {'mean/fac':>9} {'replays':>8} {'margin':>7} {'wrong':>6} {'prep s':>7}"]
     print("\n".join(lines), flush=True)
     for mid in a.models.split(","):
@@ -137,12 +152,13 @@ def main() -> None:
                 try:
                     exact = [ref.total_bytes(r, WEIGHTS, backend) for r in reqs]
                 except Exception as exc:  # noqa: BLE001 - a peak this backend reports as unknown
-                    lines.append(f"{mid:34} {backend:7} {scenario:8} unknown: {type(exc).__name__}: {str(exc)[:80]}")
+                    lines.append(f"{mid:34} {backend:7} {scenario:12} unknown: {type(exc).__name__}: {str(exc)[:80]}")
                     print(lines[-1], flush=True)
                     continue
                 for label, budgets in (("at total", exact), ("64 GiB", [BUDGET] * len(reqs))):
-                    mean, p50, p99, replays, margin, wrong, prep = _row(p, backend, reqs, budgets, exact, fast, prepared)
-                    lines.append(f"{mid:34} {backend:7} {scenario:8} {label:9} {mean:9.1f} {p50:8.1f} {p99:9.1f} "
+                    mean, p50, p99, mx, replays, margin, wrong, prep = _row(p, backend, reqs, budgets, exact, fast,
+                                                                            prepared)
+                    lines.append(f"{mid:34} {backend:7} {scenario:12} {label:9} {mean:9.1f} {p50:8.1f} {p99:9.1f} {mx:9.1f} "
                                  f"{fac:9.2f} {p50 / fac:8.1f} {mean / fac:9.1f} {replays:8d} {margin:7d} {wrong:6d} "
                                  f"{prep:7.1f}")
                     print(lines[-1], flush=True)

@@ -30,6 +30,8 @@ def user_path(path: str | os.PathLike, what: str = "path") -> Path:
     ``RuntimeError`` for ``~nosuchuser/x`` (a traceback behind "internal error"); a shell leaves such a
     word as it is, and so does this. An embedded NUL cannot name a file on any system: an ``InputError``.
     """
+    if not isinstance(path, (str, bytes, os.PathLike)):  # the API's typed error, not os.fspath's TypeError
+        raise InputError(f"{what} must be a path (str or os.PathLike), got {type(path).__name__} {path!r:.40}")
     text = os.fspath(path)
     if isinstance(text, bytes):
         text = os.fsdecode(text)

@@ -111,6 +111,33 @@ def test_architecture_remapping_picks_mlx_lms_module(mt, arch):
     assert module_for({"model_type": mt}, "config.json")[1] != module_for(cfg, "config.json")[1]
 
 
+def test_rope_table_matches_mlx_lms_initialize_rope():
+    """index.yaml's ``rope_types`` is what mlx-lm's ``initialize_rope`` builds: every listed type builds (given
+    the keys its class reads), an unlisted one raises ValueError there, a type the table says needs a factor
+    raises KeyError without one while the others build without one, and the types that extend the context
+    are exactly those built as YaRN."""
+    from mlx_lm.models.rope_utils import YarnRoPE, initialize_rope
+
+    from omlx_profiles.mlxlm.model_types import ROPE_TYPES
+
+    keys = {"factor": 4.0, "original_max_position_embeddings": 16, "short_factor": 1.0, "long_factor": 1.0,
+            "low_freq_factor": 1.0, "high_freq_factor": 4.0, "mrope_section": [1, 1, 2]}
+    no_factor = {k: v for k, v in keys.items() if k != "factor"}
+    assert len(ROPE_TYPES) >= 10 and "default" in ROPE_TYPES
+    for name, t in ROPE_TYPES.items():
+        rope = initialize_rope(8, 10000.0, False, {"rope_type": name, **keys}, 64)
+        assert isinstance(rope, YarnRoPE) == t.extends_context, name
+        if t.factor == "required":
+            with pytest.raises(KeyError):
+                initialize_rope(8, 10000.0, False, {"rope_type": name, **no_factor}, 64)
+        else:
+            initialize_rope(8, 10000.0, False, {"rope_type": name, **no_factor}, 64)
+    for name in ("su", "yarn2", "Linear"):
+        assert name not in ROPE_TYPES
+        with pytest.raises(ValueError, match="Unsupported RoPE type"):
+            initialize_rope(8, 10000.0, False, {"rope_type": name, **keys}, 64)
+
+
 TEXT_BY = sorted(m for m, f in module_files().items() if f.text_by is not None)
 
 

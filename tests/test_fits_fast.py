@@ -111,7 +111,8 @@ def test_fits_at_the_exact_total_decides_without_replaying():
 def test_fits_at_the_exact_total_small_chunks_and_a_prefix(backend):
     """Chunks of 256 and 512 (the shorter call at any size, not only in the chunk's last step; the last token
     in its known cache layout) and, after a cached prefix, prompts past the first full chunk (the caches are
-    then in the prefix-free state): decided at the exact total without a replay, on a dense model."""
+    then in the prefix-free state) and short follow-ups: decided at the exact total without a replay, on a dense
+    model."""
     import random
 
     p = default_registry().resolve("llama-3.2-1b-instruct").profile
@@ -125,6 +126,9 @@ def test_fits_at_the_exact_total_small_chunks_and_a_prefix(backend):
         for _ in range(4):
             cached = rng.randint(1, 30_000)
             reqs.append(Request(cached + rng.randint(2 * chunk + 2, 20_000), cached=cached, chunk=chunk))
+        for _ in range(3):  # a follow-up of at most two chunks and a token (the prefix sets its first calls'
+            cached = rng.randint(1, 30_000)  # layout): the envelope's U(n, c) decides, V(n, c) only from below
+            reqs.append(Request(cached + rng.randint(1, 2 * chunk + 1), cached=cached, chunk=chunk))
     _decides_at_total(e, ref, reqs, backend)
 
 

@@ -1,7 +1,7 @@
 """Every module recipe (profiles/mlx_lm/<module>.yaml) against the REAL mlx-lm model, per layer.
 
 One test per recipe (``live.recipe_check.check_module``: tiny config -> mlx-lm ``Model``, random weights,
-MLX CPU; generate_step with prefill step 256 and one direct call at N in {1, 255, 256, 257} (+3000), and
+MLX CPU; generate_step with prefill step 256 and one direct call at N in {1, 255, 256, 257} (+3000, lazily), and
 kv_bits 4/8 at N=257 where the cache converts). ``profiles/mlx_lm/LIVE_RESULTS.json`` is what
 ``coverage`` calls verified: each recipe's test also fails unless the file lists it exactly when it
 passed, and ``test_recorded_results_name_only_recipes`` fails on a listed name that is no recipe, so the

@@ -67,18 +67,46 @@ def test_rank_kv_exact_and_peak_never_under(f, pt):
     assert BAND[0] <= op / pt.peak <= SAFE_CAP, f"{pt.model} {pt.tokens} rank {pt.shard['rank']}: {op / pt.peak:.3f}"
 
 
-# rank points still outside the band, and why
+def _loaded_peaks() -> dict[tuple[str, int, int], int]:
+    """The traced peaks of the session-6 runs with a ``gpu_hog.py`` on both GPUs (``twogpu_s6hog_rank*.json``),
+    per (model, tokens, rank): the highest repeat, MiB to 0.1 (+0.05 MiB: the rounding, on the measured side)."""
+    import json
+    from pathlib import Path
+
+    res = Path(__file__).resolve().parents[1] / "benchmarks" / "cuda" / "results"
+    out: dict[tuple[str, int, int], int] = {}
+    for f in sorted(res.glob("twogpu_s6hog_rank*.json")):
+        d = json.loads(f.read_text())
+        for name, rec in d["models"].items():
+            for t in rec["traced"]:
+                key = (name, t["tokens"], d["meta"]["rank"])
+                peak = int((max(c["peak_over_baseline_mib"] for c in t["chunks"]) + 0.05) * 2**20)
+                out[key] = max(out.get(key, 0), peak)
+    return out
+
+
+def _highest_measured(pt) -> int:
+    """A rank shape's highest measured peak over every stored two-GPU run of it: the idle points of every
+    calibration file (sessions 4 and 6) and the runs with both GPUs loaded. How far the host runs ahead of a GPU
+    is timing (an idle GPU keeps up: 2-9 graphs in flight on the Llama ranks), so the band is held against the
+    most a run of that shape has needed, as for one GPU's contention points; never-under holds for every run."""
+    s = pt.shard
+    key = (pt.model, pt.tokens, s["rank"])
+    peaks = [q.peak for p in POINTS for _, q in [p.values]
+             if (q.model, q.tokens, q.shard["rank"], q.shard["ranks"], q.shard["parallel"]) ==
+             (pt.model, pt.tokens, s["rank"], s["ranks"], s["parallel"])]
+    return max(peaks + [_loaded_peaks().get(key, 0)])
+
+
+# rank shapes still outside the band of their highest measured peak, and why
 OUT_OF_BAND = {
-    "llama-3.1-8b": "timing: a rank's chunk is 9-11 graphs, so the 11-graph cap holds the whole chunk, but the ranks "
-                    "held 2-9 in flight (the GPU kept up): 1.37-1.67, never under. Not a bound from MLX's source: "
-                    "all_sum on CUDA is captured into the graph being encoded as one child-graph node "
-                    "(distributed.cu: capture_context; nccl.cpp: ncclAllReduce on the encoder's stream), with no "
-                    "commit, stream or host synchronize, so a collective does not shorten the run-ahead; and the "
-                    "traced in-flight counts as the window would be UNDER in some chunks (0.79), so only the cap is safe. "
-                    "With a gpu_hog on both GPUs (twogpu_s6hog_rank*.json: 8-10 graphs in flight) 1.24-1.26. The rest "
-                    "is the two residual adds (2 x 16 MiB per layer), measured in place on the H200 (session 7, "
-                    "donation_s7_onegraph.json) but still charged on CUDA (donation.residual_add: false in "
-                    "profiles/kernels/cuda.yaml says why): with them the traced graphs' bytes are 1.00 +- 0.05 of the replay",
+    "llama-3.1-8b": "1.26 (8k) / 1.24 (32k) of the runs with both GPUs loaded (idle runs of the same shapes peaked "
+                    "lower: timing, 2-9 graphs in flight). The rest is the two residual adds (2 x 16 MiB per layer), "
+                    "measured in place on the H200 (session 7, donation_s7_onegraph.json) but still charged on CUDA "
+                    "(donation.residual_add: false in profiles/kernels/cuda.yaml says why); donated they would be "
+                    "1.07 / 1.11, but 14 single-GPU points and the Qwen3-30B-A3B ranks (0.993-0.998) would fall "
+                    "under: on an idle GPU the traced graphs hold more layers than the replay's (session 8, "
+                    "benchmarks/notes/session8/s8-shard.md)",
 }
 
 
@@ -86,7 +114,7 @@ def _band_points():
     out = []
     for p in POINTS:
         f, pt = p.values
-        why = OUT_OF_BAND.get((pt.model, pt.tokens)) or OUT_OF_BAND.get(pt.model)
+        why = OUT_OF_BAND.get(pt.model)
         # strict: the points are committed data, so a change that brings one into the band must say so here
         out.append(pytest.param(f, pt, id=p.id, marks=[pytest.mark.xfail(reason=why, strict=True)] if why else []))
     return out
@@ -94,10 +122,11 @@ def _band_points():
 
 @pytest.mark.parametrize("f,pt", _band_points())
 def test_rank_points_within_band(f, pt):
-    """Qwen3-30B-A3B's 32k ranks: in band once the MoE items carry the kernels the trace shows (two
-    multi-block argsorts, the flatten copy, three-node grouped gather_mm, the all_sums), so the rank's graphs
-    end on nodes where the trace's do (29 graphs per later chunk, as traced; 1.17 before)."""
-    r = _estimate(f, pt)[1] / pt.peak
+    """Every two-GPU rank shape in [1.00, 1.15] of its highest measured peak (every stored run of the shape:
+    the idle points of sessions 4 and 6, the session-6 runs with both GPUs loaded). Qwen3-30B-A3B's ranks: in
+    band once the MoE items carry the kernels the trace shows (two multi-block argsorts, the flatten copy,
+    three-node grouped gather_mm, the all_sums), so the rank's graphs end on nodes where the trace's do."""
+    r = _estimate(f, pt)[1] / _highest_measured(pt)
     assert BAND[0] <= r <= BAND[1], f"{pt.model} {pt.tokens} rank {pt.shard['rank']}: {r:.3f}"
 
 

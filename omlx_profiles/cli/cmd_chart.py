@@ -15,8 +15,9 @@ import argparse
 from pathlib import Path
 
 from ..errors import InputError
+from ..files import shown_path
 from ..estimate.budget import reserve_for
-from ..estimate.fit import Series, series_for
+from ..estimate.fit import CHART_SECONDS, Series, series_for
 from ..units import format_bytes, format_tokens
 from .common import add_model_args, add_request_args, fit_request, size_arg, tokens_arg, weights_of
 
@@ -84,9 +85,9 @@ def run(args) -> int:
         res = resolve_model(args, q)
         weights = weights_of(args, res)
         out.append(series_for(res, weights, req, points=args.points, max_tokens=args.max_tokens,
-                              budget=args.budget, reserve=reserve))
+                              budget=args.budget, reserve=reserve, seconds=CHART_SECONDS / len(models or [None])))
     path = plot(out, args.budget, reserve, args.output, args.max_tokens, force=args.force)
-    print(f"wrote {path}")
+    print(f"wrote {shown_path(path)}")
     for s in out:
         if s.max_tokens is not None and args.budget is not None:
             if s.max_context and s.max_tokens > s.max_context:  # never a verdict past the model's context
@@ -108,6 +109,12 @@ def plot(series: list[Series], budget: int | None, reserve: int | None, output: 
          force: bool = False) -> str:
     """Draw the panels and write the file (``outputs.write_output``: a new file unless ``force``);
     returns the path written."""
+    import os
+
+    # the chart is drawn with Agg whatever the environment says: MPLBACKEND names an interactive backend,
+    # which this command never uses, and matplotlib raises ValueError on import for one it does not know
+    # (MPLBACKEND=bogus was "internal error"); it is set aside while matplotlib is imported
+    saved = os.environ.pop("MPLBACKEND", None)
     try:
         import matplotlib
 
@@ -116,6 +123,9 @@ def plot(series: list[Series], budget: int | None, reserve: int | None, output: 
         from matplotlib.ticker import FuncFormatter, MultipleLocator
     except ImportError:
         raise InputError("chart needs matplotlib: pip install 'omlx-profiles[chart]'") from None
+    finally:
+        if saved is not None:
+            os.environ["MPLBACKEND"] = saved
 
     n = len(series)
     cols = 1 if n == 1 else 2

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from ..files import shown_path
 from ..mlxlm.coverage import coverage_rows, render_markdown
 from ..registry.paths import builtin_profiles_dir
 from ..registry.index import load_registry
@@ -37,7 +38,7 @@ def run(args) -> int:
         from ..outputs import write_output
 
         write_output(path, text, suffixes=(".md",), replace=True, what="coverage")
-        print(f"wrote {path}")
+        print(f"wrote {shown_path(path)}")
         return 0
     if args.check:
         current = path.read_text(encoding="utf-8") if path.is_file() else None

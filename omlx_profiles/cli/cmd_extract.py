@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from ..errors import InputError, OmlxProfilesError
+from ..files import shown_path
 from .common import add_registry_args, print_json, registry
 
 
@@ -77,8 +78,8 @@ def run(args) -> int:
                     "disagreements": None if dis is None else [d.as_dict() for d in dis]})
     elif args.write:
         dest = _write(args.write, text, force=args.force)  # the text: Path() drops a trailing '/'
-        print(f"wrote {dest} (variant {ex.name}, family {ex.family}); review its TODO lines, then run "
-              f"`omlx-profiles validate {dest}`")
+        print(f"wrote {shown_path(dest)} (variant {ex.name}, family {ex.family}); review its TODO lines, then run "
+              f"`omlx-profiles validate {shown_path(dest)}`")
     else:
         sys.stdout.write(text)
     for n in reg_notes:

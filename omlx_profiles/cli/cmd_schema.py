@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..files import shown_path
 from ..registry.paths import schema_dir
 from ..schema.export import (CALIBRATION, KERNELS, MODULE, MODULE_INDEX, NAMING, PROFILE, SCHEMA_VERSION, SHARDING, drifted, render, schemas,
                               version_dir, write_schemas)
@@ -53,7 +54,7 @@ def run(args) -> int:
             print(f"error: cannot write {d}: {e.strerror or e}", file=sys.stderr)
             return 2  # the environment refused (docs/errors.md), as for every other command
         for path in written:
-            print(f"wrote {path}")
+            print(f"wrote {shown_path(path)}")
         return 0
     if args.check is not None:
         d = _dir(args.check, "--check")

@@ -201,15 +201,20 @@ def chart_series(res, args) -> list:
     fit = sharded_fit(res, opts, weights, views) if budgets else None
     from ..dtypes import DTYPE_BYTES
 
-    peaks: dict[str, list] = {}
+    from ..estimate.fit import sample_points
+
+    def at(t: int) -> dict:
+        return {key: prefill_peak(p, Request(t, cached=opts.cached, chunk=opts.chunk), backend=opts.backend,
+                                  mlx_version=opts.mlx_version) for key, p in distinct.items()}
+
+    sampled = sample_points(xs, at)  # within the chart's seconds (estimate/fit.CHART_SECONDS), coarse to fine
+    xs = [t for t, _ in sampled]
+    peaks = {key: [row[key] for _, row in sampled] for key in distinct}
     out = []
     for v, w in zip(views, weights):
         ws, kv, tr = [], [], []
         act = DTYPE_BYTES[opts.dtype or v.profile.dtype]
         key = repr(v.profile)
-        if key not in peaks:
-            peaks[key] = [prefill_peak(v.profile, Request(t, cached=opts.cached, chunk=opts.chunk), backend=opts.backend,
-                                       mlx_version=opts.mlx_version) for t in xs]
         for b in peaks[key]:
             k = b.held_before_bytes + b.terms.get("kv_resident", 0) + b.terms.get("kv_growth", 0)
             c = comm_bytes(v, opts.spec, b.peak_q_len, res.profile.hidden_size, act)

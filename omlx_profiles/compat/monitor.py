@@ -86,6 +86,9 @@ class MemoryMonitor(SeedMonitor):
         TurboQuant width) scales the stored blocks, while the prefill is priced as oMLX runs it (see
         ``kv_terms.turboquant_peak``). ``kv_bytes_per_token``: their exact per-token bytes (MLA), which scales them
         everywhere. Sliding and state caches stay at the activation width (TurboQuant passes them through)."""
+        from ..registry.profile import require_profile
+
+        require_profile(profile)  # before anything is cleared: a wrong object keeps the model info there was
         self._clear_model()
         self._apply_profile(profile, dtype_size=dtype_size, kv_bytes_per_token=kv_bytes_per_token)
         p = profile

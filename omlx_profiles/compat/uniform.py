@@ -89,8 +89,10 @@ def uniform_profile(num_layers: int, num_kv_heads: int, head_dim: int, *, n_q: i
                     rot: list[tuple[int, int]], num_kv_cache_layers: Optional[int], hidden_size: Optional[int],
                     intermediate_size: Optional[int]) -> UniformModel:
     """The profile of a model with ``num_kv_cache_layers`` KVCache layers (default: every layer not
-    rotating), the ``rot`` groups' RotatingKVCache layers, the rest without a cache: a llama-shaped layer
-    stack with these heads and widths, in the compute dtype ``act`` (bytes)."""
+    rotating), the ``rot`` groups' RotatingKVCache layers, the rest without a cache: a plain decoder stack
+    (the index's ``plain_decoder`` module: attention + MLP, no compute traits) with these heads and widths,
+    in the compute dtype ``act`` (bytes). oMLX's numbers name no model type, so none is guessed."""
+    from ..mlxlm.model_types import PLAIN_DECODER
     from ..registry.profile import Profile
     from ..schema.family import CompleteVariant
 
@@ -114,7 +116,7 @@ def uniform_profile(num_layers: int, num_kv_heads: int, head_dim: int, *, n_q: i
         left -= take
     types += ["none"] * (num_layers - len(types))
     v = CompleteVariant.model_validate({
-        "mlx_model_type": "llama", "num_layers": num_layers, "dtype": _dtype_name(act),
+        "mlx_model_type": PLAIN_DECODER, "num_layers": num_layers, "dtype": _dtype_name(act),
         "num_heads": n_q, "num_kv_heads": num_kv_heads, "head_dim": head_dim,
         "hidden_size": hidden_size or n_q * head_dim,
         **({"intermediate_size": intermediate_size} if intermediate_size else {}),

@@ -15,8 +15,8 @@ from ..peak.envelope import (CudaEnvelope, envelope_bounds, envelope_bounds_fres
                              envelope_total, tight_upper)
 from ..peak.prefill import Breakdown, Request, Verdict, prefill_peak
 from ..peak.kernels import KernelRoutes
-from ..registry.profile import Profile, past_context
-from ..units import MAX_BYTES, format_bytes
+from ..registry.profile import Profile, past_context, require_profile
+from ..units import MAX_BYTES, MAX_TOKENS, format_bytes
 from ..validation import check_count
 from .budget import resolve_reserve
 
@@ -51,9 +51,20 @@ def _check_request(request: object) -> None:
                          f"omlx_profiles.peak.prefill), got {type(request).__name__} {request!r:.40}")
 
 
+def _check_names(backend: object, mlx_version: object, dtype: object) -> None:
+    """``backend``, ``mlx_version`` and ``dtype`` are names (``str``) or ``None``: a list reached the memo key
+    and raised ``TypeError: unhashable type`` (hostile pass 5). The common case is three type checks."""
+    if type(backend) is str and (mlx_version is None or type(mlx_version) is str) and (dtype is None or type(dtype) is str):
+        return
+    for name, v in (("backend", backend), ("mlx_version", mlx_version), ("dtype", dtype)):
+        if not isinstance(v, str) and (v is not None or name == "backend"):
+            raise InputError(f"{name} must be a str{'' if name == 'backend' else ' or None'}, "
+                             f"got {type(v).__name__} {v!r:.40}")
+
+
 class Estimator:
     def __init__(self, profile: Profile):
-        self.profile = profile
+        self.profile = require_profile(profile)
         self._memo: dict = {}
         self._fast: dict = {}
         self._lines: dict = {}  # the envelope's shorter-call lines (peak.envelope.tight_upper)
@@ -81,6 +92,7 @@ class Estimator:
         less. Where that raises the number, the term ``envelope`` says by how much (calibration points,
         whole chunks without a prefix, are their own envelope)."""
         _check_request(request)
+        _check_names(backend, mlx_version, dtype)
         bd = prefill_peak(self.profile, request, backend=backend, mlx_version=mlx_version, dtype=dtype, nax=nax)
         return self._enveloped(request, bd, backend, mlx_version, dtype, nax)
 
@@ -162,6 +174,7 @@ class Estimator:
         ``prefill_peak``'s (the exact replay raised to its monotone envelope, ``peak.envelope``), computed when first
         read; the bounds decided from are the envelope's (``envelope_upper``)."""
         _check_request(request)
+        _check_names(backend, mlx_version, dtype)
         check_count("budget", budget, minimum=0, maximum=MAX_BYTES)
         given = weights_bytes is not None
         w = check_count("weights_bytes", weights_bytes, minimum=0, maximum=MAX_BYTES) if given else 0
@@ -214,7 +227,8 @@ class Estimator:
         and the bucket bounds at each offset (about 1-2 s per 16 offsets for an 8B model; a profile without
         ``max_context`` builds on demand). False where ``fits`` replays every request (a profile the bounds do
         not cover)."""
-        check_count("chunk", chunk, minimum=1)
+        check_count("chunk", chunk, minimum=1, maximum=MAX_TOKENS)
+        _check_names(backend, mlx_version, dtype)
         fp = self._fast_peak(Request(2, chunk=chunk), backend, mlx_version, dtype, nax)
         if fp is None:
             cf = self._cuda_fit(Request(2, chunk=chunk), backend, mlx_version, dtype, nax)
@@ -327,6 +341,9 @@ class Estimator:
         check_count("weights_bytes", weights_bytes, minimum=0, maximum=MAX_BYTES)
         check_count("cached", cached, minimum=0)
         check_count("chunk", chunk, minimum=1)
+        if limit is not None:
+            check_count("limit", limit, minimum=1, maximum=MAX_TOKENS)
+        _check_names(backend, mlx_version, dtype)
         usable = max(0, budget - resolve_reserve(budget, reserve))
         KernelRoutes.for_backend(backend, mlx_version)  # a bad backend or version: an error before the search
         hi_cap = limit or self.profile.max_context or 2**22
@@ -340,10 +357,16 @@ class Estimator:
         lo = cached + 1
         if lo > hi_cap or not ok(lo):
             return 0
+        # growing windows (x4 from 64k tokens): a probe replays its whole length, so probing the limit first
+        # made the search cost what the limit does, not the answer (a 2^30 limit: 524,288 calls at chunk
+        # 2048 even when the budget held 100k tokens). ``prev`` fits (or is 0), ``top`` does not.
+        prev, top = 0, min(hi_cap, max(1 << 16, 2 * lo))
+        while ok(top):
+            if top >= hi_cap:
+                return hi_cap
+            prev, top = top, min(hi_cap, 4 * top)
         # largest multiple of STEP (plus one: generate_step's last token) that fits
-        lo_k, hi_k = 0, hi_cap // STEP
-        if ok(hi_cap):
-            return hi_cap
+        lo_k, hi_k = prev // STEP, (top - 1) // STEP
         while lo_k < hi_k:
             mid = (lo_k + hi_k + 1) // 2
             if mid * STEP < lo or ok(mid * STEP):
@@ -351,7 +374,7 @@ class Estimator:
             else:
                 hi_k = mid - 1
         a = max(lo, lo_k * STEP)
-        b = min(hi_cap, (lo_k + 1) * STEP)
+        b = min(top, (lo_k + 1) * STEP)
         while a < b:  # within the step
             mid = (a + b + 1) // 2
             if ok(mid):

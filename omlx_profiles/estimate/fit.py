@@ -64,6 +64,18 @@ def estimate_at(res, tokens: int, req: FitRequest, weights, budget: int | None, 
     return out
 
 
+def search_limit(max_context: int | None, chunk: int) -> int:
+    """How far ``fit`` searches (fit and the sharded fit alike): past the model's context, since memory is
+    the question there (``memory_max_tokens``), up to 4 x max_context or 2^22, but never past the token
+    limit (``units.MAX_TOKENS``: 4 x a 2^30 context was refused as "unsupported") and, with a small chunk,
+    only as far as the command's replay work allows (~32 probes), never below max_context."""
+    from ..kv.work import COMMAND_CALLS
+    from ..units import MAX_TOKENS
+
+    ctx = max_context or 0
+    return min(MAX_TOKENS, max(ctx, min(max(4 * ctx, 1 << 22), chunk * (COMMAND_CALLS // 32))))
+
+
 def longest(est: Estimator, budget: int, weights_bytes: int, reserve: int, req: FitRequest,
             limit: int | None = None) -> int:
     """``Estimator.max_tokens`` rounded down to the KV cache's 256-token allocation step (0: nothing fits).
@@ -73,9 +85,9 @@ def longest(est: Estimator, budget: int, weights_bytes: int, reserve: int, req: 
     """
     kw = dict(weights_bytes=weights_bytes, reserve=reserve, cached=req.cached, chunk=req.chunk,
               backend=req.backend_name, mlx_version=req.mlx_version)
-    if limit is not None:
-        kw["limit"] = limit
-    mt = est.max_tokens(budget, **kw)
+    if limit is None:
+        limit = est.profile.max_context or 2**22
+    mt = est.max_tokens(budget, limit=limit, **kw)
     if mt >= STEP:
         mt = mt // STEP * STEP
     return mt if mt > req.cached else 0
@@ -106,13 +118,8 @@ def compute_fit(res, req: FitRequest, budget: int, weights, reserve: int) -> dic
         raise InputError(f"weights of {res.query!r} are unknown ({weights.reason}); fit needs them: "
                          "pass --weights SIZE if you know it")
     est = Estimator(res.profile)
-    # search past max_context (memory is the question here), then say which limit binds; with a small
-    # chunk the search stops sooner (each probe replays limit/chunk calls, ~25 probes within the command's
-    # work budget, kv/work.py), never below max_context
-    from ..kv.work import COMMAND_CALLS
-
-    search = max(max_ctx or 0, min(max(4 * (max_ctx or 0), 1 << 22), req.chunk * (COMMAND_CALLS // 32)))
-    mt = longest(est, budget, weights.bytes, reserve, req, limit=search)
+    # search past max_context (memory is the question here), then say which limit binds
+    mt = longest(est, budget, weights.bytes, reserve, req, limit=search_limit(max_ctx, req.chunk))
     if not mt:
         at0 = estimate_at(res, req.cached + 1, req, weights, budget, reserve)
         return {**base, "max_tokens": None, "limited_by": "memory", "at_max": at0, "next": None,
@@ -131,10 +138,51 @@ def compute_fit(res, req: FitRequest, budget: int, weights, reserve: int) -> dic
 
 
 POINT_LAYERS = 160 * 40  # chart points x layers per model (the default 160 points up to 40 layers)
+#: wall seconds the points of one chart may take (all its models or ranks together), past the first MIN_POINTS:
+#: a point's cost is not the same everywhere (a CUDA replay walks its graphs, MLA expands its heads), so
+#: the 160 points of deepseek-v2-lite on cuda took 8.8 s of CPU where qwen3-8b on cpu took 2 s
+CHART_SECONDS = 2.0
+MIN_POINTS = 24
+
+
+def coarse_to_fine(xs: list[int]) -> list[int]:
+    """``xs`` (sorted) reordered so that any prefix covers the whole axis: both ends, then every
+    2^k-th point for shrinking k. A chart cut short by ``CHART_SECONDS`` is coarser, never shorter."""
+    n = len(xs)
+    order, seen = [], set()
+    stride = 1
+    while stride * 2 < n:
+        stride *= 2
+    for i in (0, n - 1):
+        if i not in seen:
+            seen.add(i)
+            order.append(i)
+    while stride >= 1:
+        for i in range(0, n, stride):
+            if i not in seen:
+                seen.add(i)
+                order.append(i)
+        stride //= 2
+    return [xs[i] for i in order]
+
+
+def sample_points(xs: list[int], value, seconds: float = CHART_SECONDS, minimum: int = MIN_POINTS) -> list:
+    """``[(x, value(x)), ...]`` sorted by x, for the points of ``xs`` that ``seconds`` of wall time allow
+    (taken coarse to fine, at least ``minimum`` of them, both ends always)."""
+    import time
+
+    t0 = time.perf_counter()
+    got = {}
+    for k, x in enumerate(coarse_to_fine(xs)):
+        if k >= minimum and time.perf_counter() - t0 > seconds:
+            break
+        got[x] = value(x)
+    return sorted(got.items())
+
 
 
 def series_for(res, weights, req: FitRequest, *, points: int, max_tokens: int, budget: int | None,
-               reserve: int | None) -> Series:
+               reserve: int | None, seconds: float = CHART_SECONDS) -> Series:
     """The chart's curve for one model: weights / KV at the peak / transient at evenly spaced lengths.
 
     ``total = weights + held before + peak``; the KV band is the cache at the peak call (prefix + the
@@ -153,9 +201,11 @@ def series_for(res, weights, req: FitRequest, *, points: int, max_tokens: int, b
     lo = req.cached + 1
     xs = sorted({max(lo, (top * i // n) // STEP * STEP) for i in range(1, n + 1)} | {lo, top})
     ws, kv, tr = [], [], []
-    for t in xs:
-        b = est.prefill_peak(Request(t, cached=req.cached, chunk=req.chunk), backend=req.backend_name,
-                             mlx_version=req.mlx_version)
+    peaks = sample_points(xs, lambda t: est.prefill_peak(Request(t, cached=req.cached, chunk=req.chunk),
+                                                         backend=req.backend_name, mlx_version=req.mlx_version),
+                          seconds)
+    xs = [t for t, _ in peaks]
+    for _, b in peaks:
         k = b.held_before_bytes + b.terms.get("kv_resident", 0) + b.terms.get("kv_growth", 0)
         ws.append(weights.bytes)
         kv.append(k)
@@ -168,4 +218,5 @@ def series_for(res, weights, req: FitRequest, *, points: int, max_tokens: int, b
     return Series(res.query, xs, ws, kv, tr, label, mt, res.profile.max_context)
 
 
-__all__ = ["FitRequest", "Series", "compute_fit", "estimate_at", "longest", "series_for"]
+__all__ = ["FitRequest", "Series", "compute_fit", "estimate_at", "longest", "sample_points",
+           "search_limit", "series_for"]

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import InputError, UnsupportedError
 from .config import MAX_DIM, MAX_LAYERS, Reader, shown
+from .model_types import ROPE_TYPES
 
 
 @dataclass
@@ -123,10 +124,6 @@ def _info(c: Ctx) -> None:
     _moe(c)
 
 
-#: RoPE types mlx-lm's ``initialize_rope`` builds (models/rope_utils.py); any other raises ValueError there
-ROPE_TYPES = ("default", "linear", "dynamic", "llama3", "yarn", "deepseek_yarn", "telechat3-yarn", "longrope",
-              "proportional", "mrope")
-_YARN = ("yarn", "deepseek_yarn", "telechat3-yarn")
 MAX_ROPE_FACTOR = 4096  # real ones are 4-64; a factor of 10**400 reached float formatting (OverflowError)
 
 
@@ -146,22 +143,23 @@ def _rope_context(c: Ctx) -> None:
     if not isinstance(rs, dict):
         raise InputError(f"{where} must be an object (or null), got {shown(rs)}")
     kind = rs.get("type") or rs.get("rope_type", "default")
+    rope = ROPE_TYPES.get(kind) if isinstance(kind, str) else None
     if key == "rope_parameters" and kind == "default" and "factor" not in rs:
         return  # transformers 5 keeps rope_theta here too: no scaling
-    if not isinstance(kind, str) or kind not in ROPE_TYPES:
+    if rope is None:
         # a model module may read its own types (phi3's "su"): said, and no context is derived from it
         d.notes.append(f"{where}: RoPE type {shown(kind)} is not one mlx-lm's initialize_rope builds "
                        f"({', '.join(ROPE_TYPES)}); max_context is max_position_embeddings alone")
         return
     factor = rs.get("factor")
-    if kind in ("linear", "dynamic", "llama3") + _YARN or factor is not None:
+    if rope.factor == "required" or factor is not None:
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1 <= factor <= MAX_ROPE_FACTOR:
             raise InputError(f"{where}.factor must be a number from 1 to {MAX_ROPE_FACTOR:,} for RoPE type "
                              f"{kind!r}, got {shown(factor)}")
     orig = rs.get("original_max_position_embeddings")
     if orig is not None and (isinstance(orig, bool) or not isinstance(orig, int) or not 0 < orig <= MAX_DIM):
         raise InputError(f"{where}.original_max_position_embeddings must be a positive integer, got {shown(orig)}")
-    if kind not in _YARN or orig is None:
+    if not rope.extends_context or orig is None:
         return
     extended = min(int(factor * orig), MAX_DIM)
     have = d.fields.get("max_context")

@@ -63,7 +63,10 @@ def call_items(profile: Profile, request: Request, call: int, *, backend: str = 
 
 
 def items_of_call(p: Profile, s: int, offset: int, steps: dict, kr: KernelRoutes, tiled: dict, dt: str, act: int,
-                nax: bool, *, last: bool, direct: bool, bound: bool = False) -> tuple[CallContext, list[Item]]:
+                nax: bool, *, last: bool, direct: bool, bound: bool = False,
+                layer_starts: list | None = None) -> tuple[CallContext, list[Item]]:
+    """The call's items in executor order; ``layer_starts``: when given, the index of each layer's first item is
+    appended to it (``peak.fast_lines`` drops repeated layer periods from the window scan)."""
     ctx = CallContext(q_len=s, offset=offset, act=act, dtype=dt, routes=kr, tiled=tiled, nax=nax, last=last,
                         bound=bound)
     per_type: dict[str, list[Item]] = {}
@@ -72,6 +75,8 @@ def items_of_call(p: Profile, s: int, offset: int, steps: dict, kr: KernelRoutes
     n = len(p.layer_names)
     compute_all = last or direct
     for i, name in enumerate(p.layer_names):
+        if layer_starts is not None:
+            layer_starts.append(len(items))
         lt = p.layer_types[name]
         cache_only = (i == n - 1) and not compute_all and not p.sends_output
         cache = per_type_cache_only if cache_only else per_type
@@ -114,13 +119,14 @@ def call_peak(p: Profile, ci: int, s: int, offset: int, steps: dict, kr: KernelR
 
 def run_ahead_ops(kr: KernelRoutes) -> int | None:
     """The most ops MLX lets the host run ahead of the device on this backend, from MLX's source: CUDA
-    (max_inflight_graphs + 1) graphs of at most max_nodes + 1 kernels (graph_commit in the kernel table);
+    (window_graphs + 1) graphs of at most max_nodes + 1 kernels (graph_commit in the kernel table: the in-flight
+    cap and the completion overlap);
     Metal ``MAX_ACTIVE_TASKS`` (10) + 1 command buffers of at most ``max_ops_per_buffer`` + 1 ops, 50 on the
     Max / Ultra device classes, the largest (mlx/backend/metal/device.cpp: p 20, g 40, s 50, d 50;
     transforms.cpp MAX_ACTIVE_TASKS); None where no such rule is taken from the source (CPU)."""
     gc = kr.executor.graph_commit
     if gc is not None:
-        return (gc.max_inflight_graphs + 1) * (gc.max_nodes + 1)
+        return (gc.window_graphs + 1) * (gc.max_nodes + 1)
     if kr.backend == "metal":
         return (10 + 1) * (50 + 1)
     return None
@@ -132,7 +138,7 @@ def call_window(items: list, ex, s: int, act: int, all_sums: list | None = None)
         # far it got in time on one device (the op window measured per chunk size), the smaller winning
         gc = ex.graph_commit
         wmax, wterms = graph_window_max(items, gc.max_nodes, gc.max_mega_elements,
-                                          gc.max_inflight_graphs + gc.margin_graphs, act)
+                                          gc.window_graphs, act)
         if gc.op_window_bound:
             w2, t2 = window_max(items, ex.window_for(s), ex.op_weight, ex.view_weight, all_sums=all_sums)
             if w2 < wmax:

@@ -64,6 +64,7 @@ domains.
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Callable
 
 from ..errors import OmlxProfilesError
@@ -121,10 +122,7 @@ def tight_upper(fast, new: int, chunk: int, cached: int, memo: dict, need: int |
     item's bytes growing with the query count); the lower buckets' cumulative lines stay in the maximum, so
     ``U`` stays non-decreasing in ``new`` and ``cached``. ``memo``: the lines per (chunk, layout, r), built once
     (tens of ms). ``None`` where there are no bounds."""
-    from bisect import bisect_left
-
-    from .kernels import _TILED_VERSION as gen
-
+    gen = _TILED_VERSION  # module-level names: this runs up to six times per ``Estimator.fits`` call
     if fast.exact_only or cached <= 0:
         return None
     k, r = divmod(new - 1, chunk)
@@ -171,26 +169,28 @@ def tight_upper(fast, new: int, chunk: int, cached: int, memo: dict, need: int |
 def envelope_bounds(new: int, chunk: int, cached: int, fast, need: int | None = None,
                     lines: dict | None = None) -> tuple[int | None, int] | None:
     """(lower or ``None``, upper) of ``envelope_total`` from ``FastPeak``'s bounds alone (``Estimator.fits``, in
-    microseconds): every ``V`` in the envelope bounded by ``FastPeak.bounds`` (below: their lower bounds, the
+    microseconds): every ``V`` in the envelope bounded by ``FastPeak``'s bounds (below: their lower bounds, the
     envelope is above each; above: their upper bounds), every ``U`` term computed as the envelope computes it
     (``tight_upper``, with ``lines`` its memo): where a ``U`` term is the envelope's largest, the two meet and the
-    verdict needs no replay. ``need``: the bytes the budget leaves (``FastPeak.bounds`` refines only where it
-    falls between its lines). ``None`` where a bound is missing (the exact model answers)."""
+    verdict needs no replay. After a prefix ``V(n, c)`` only bounds the envelope from below: ``U(n, c)``, one of
+    its terms, is never below it. The prefix-free terms of ``P(n)`` other than ``n`` (1, 2, ``S``, ``k S + 1``,
+    ``k S + 2``: a few values per chunk size) come from ``FastPeak.fixed_bounds`` (fully refined, memoized).
+    ``need``: the bytes the budget leaves (``FastPeak.bounds`` refines only where it falls between its lines);
+    with ``need``, as soon as a lower bound is above it the answer is ``(lo, lo)`` (the verdict is decided: that
+    ``hi`` is not an upper bound). ``None`` where a bound is missing (the exact model answers)."""
     b = fast.bounds(new, chunk, cached, need)
     if b is None:
         return None
     lo, hi = b
-    for m in dominating_lengths(new, chunk):
-        if m != new or cached:
-            bm = fast.bounds(m, chunk, 0, need)
-            if bm is None:
-                return None
-            if bm[1] > hi:
-                hi = bm[1]
-            if bm[0] is not None and (lo is None or bm[0] > lo):
-                lo = bm[0]
+    if cached:  # V(n, c) <= U(n, c) (``tight_upper``, a term below): only its lower bound can move the envelope
+        hi = 0
+    early = need is not None
+    if early and lo is not None and lo > need:
+        return lo, lo
+    memo = {} if lines is None else lines
+    for m in reversed(dominating_lengths(new, chunk)):  # n first: its terms are the largest, most often
         if cached:
-            u = tight_upper(fast, m, chunk, cached, {} if lines is None else lines, need)
+            u = tight_upper(fast, m, chunk, cached, memo, need)
             if u is None:
                 return None
             ul, uh = u if isinstance(u, tuple) else (u, u)  # (lower, upper) of U where need decides
@@ -198,6 +198,22 @@ def envelope_bounds(new: int, chunk: int, cached: int, fast, need: int | None = 
                 hi = uh
             if lo is None or ul > lo:
                 lo = ul
+            if early and lo > need:
+                return lo, lo
+        if m != new:
+            bm = fast.fixed_bounds(m, chunk)
+        elif cached:
+            bm = fast.bounds(m, chunk, 0, need)
+        else:
+            continue
+        if bm is None:
+            return None
+        if bm[1] > hi:
+            hi = bm[1]
+        if bm[0] is not None and (lo is None or bm[0] > lo):
+            lo = bm[0]
+            if early and lo > need:
+                return lo, lo
     return lo, hi
 
 

@@ -78,7 +78,7 @@ def explain(p: Profile, req: Any, kr: KernelRoutes, best: CallPeak, peak: int, r
         lines.append(f"  residual stream and masks built once per forward: {format_bytes(pinned)}")
     gc = kr.executor.graph_commit
     if gc is not None:
-        lines.append(f"  ops in flight (up to {gc.max_inflight_graphs + gc.margin_graphs} committed CUDA graphs of <= "
+        lines.append(f"  ops in flight (up to {gc.window_graphs} committed CUDA graphs of <= "
                      f"{gc.max_nodes} nodes / {gc.max_mega_elements} Mi-elements ahead of the GPU"
                      + (f", or {window} ops when the GPU keeps up" if gc.op_window_bound else "")
                      + f"): {format_bytes(best.window)}")

@@ -124,7 +124,7 @@ class CallWalk:
         graph starts: a larger item never lowers it)."""
         worst, items = variant
         gc = self.kr.executor.graph_commit
-        w = free_graph_window(items, gc.max_nodes, gc.max_mega_elements, gc.max_inflight_graphs + gc.margin_graphs,
+        w = free_graph_window(items, gc.max_nodes, gc.max_mega_elements, gc.window_graphs,
                               self.act, op_elems, ops)
         if worst:
             w2, _ = window_max(items, run_ahead_ops(self.kr), 1, 0)

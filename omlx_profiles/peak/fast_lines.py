@@ -61,6 +61,7 @@ class CallModel:
             self.counts[n] = self.counts.get(n, 0) + 1
         # floor/ceil of every item's bytes: the line through two samples may sit this much below a third
         self.slack = 64 + 64 * len(profile.layer_names)
+        self.period = _layer_period(profile)
 
     def reach(self, S: int, last: bool = False) -> int:
         """``reach(S)``; for a prompt without a cached prefix, the chunk calls' own capacity phases: the
@@ -192,8 +193,9 @@ class CallModel:
         chunk of a prompt without a prefix (or past the first full chunk after one), whose rotating caches'
         rows are known as in the lower bound; ``("phase", free, trimmed)``: a full call of a chunk that is not
         whole 256-row steps, after a full chunk, whose ``KVCache`` holds ``free`` rows past the offset and is
-        trimmed to it (``kv.replay.kv_call``) or not, then grows by ``256 * ceil(S / 256)`` (rotating rows
-        known too)."""
+        trimmed to it (``kv.replay.kv_call``) or not, then grows by ``256 * ceil(Q / 256)`` (rotating rows
+        known too); ``("phasefit", free)``: the shorter call of such a prompt whose queries fit in the ``free``
+        rows (in place, nothing added; rotating rows known)."""
         p, act = self.p, self.act
         R = self.reach(S, mode in ("last", "one"))
         G = -(-Q // STEP) * STEP
@@ -212,7 +214,11 @@ class CallModel:
                     if mode != "lower":  # the previous call's conv views (at most a chunk's)
                         hold += c * state_snapshot_bytes(p, lt, e, S, act)
                 elif e.kind in GROWING:
-                    if isinstance(known, tuple):  # ("phase", free rows, trimmed): a full call of an odd chunk
+                    if isinstance(known, tuple) and known[0] == "phasefit":  # in place at ``free`` rows past off
+                        old = off + known[1]
+                        out.append(EntryStep(e.kind, old, old, off + Q))
+                        hk, ak = old * rb, 0
+                    elif isinstance(known, tuple):  # ("phase", free rows, trimmed): a full call of an odd chunk
                         old = off + known[1]
                         new = (off if known[2] else old) + G
                         out.append(EntryStep(e.kind, old, new, off + Q, zero_rows=G))
@@ -295,18 +301,22 @@ class CallModel:
         steps, hold, add = self._steps(Q, S, off, mode, known)
         last = mode == "last"
         q = 1 if mode in ("last", "one") else Q
+        starts: list[int] = []
         ctx, items = items_of_call(self.p, q, off, steps, self.routes, self.tiled, self.dtype, self.act, self.nax,
-                                 last=last, direct=False, bound=self.worst == "bound")
+                                 last=last, direct=False, bound=self.worst == "bound", layer_starts=starts)
         if contract:
             # the lower bound keeps a copy it knows happens: a growing cache's (``grows``), a sliding
             # cache's after a full chunk of a prompt without a prefix (``_steps``)
             grows = mode == "lower" and off > 0 and (self.grows(Q, S) or self.fresh_history and off >= S > 1)
             items = [_contract(it, mode, grows) for it in items]
+        run_ahead = run_ahead_ops(self.routes) if self.worst else None
+        ex = self.routes.executor
+        wins = [(ex.window_for(q), ex.op_weight, ex.view_weight)] + ([(run_ahead, 1, 0)] if run_ahead else [])
+        if ex.graph_commit is None:  # CUDA's graph commits count ops from the call's start: every item stays
+            items = _drop_periods(items, starts, self.period, wins)  # the slots as slid (contracted)
         all_sums: list[dict] = []
-        if self.worst:
-            run_ahead = run_ahead_ops(self.routes)
-            if run_ahead is not None:
-                executor.window_max(items, run_ahead, 1, 0, all_sums=all_sums)
+        if run_ahead is not None:
+            executor.window_max(items, run_ahead, 1, 0, all_sums=all_sums)
         call_window(items, self.routes.executor, q, self.act, all_sums)
         pinned = sum(pinned_bytes(self.p, steps, q, self.act).values())
         return [{pos: v + pinned for pos, v in s.items()} for s in all_sums], hold, add
@@ -375,6 +385,49 @@ class CallModel:
         if lower:
             return Pieces(starts, tot), Pieces(starts, beyond)
         return _monotone(Pieces(starts, tot)), _monotone(Pieces(starts, beyond))
+
+
+def _layer_period(p: Profile) -> tuple[int, int, int] | None:
+    """``(a, Lp, k)``: layers ``a .. a + k Lp - 1`` repeat one pattern of ``Lp`` layer types (past DeepSeek's first
+    dense layers, before the last layer, which may skip its output), ``k`` times; ``None`` where nothing repeats."""
+    from .layers import dense_layer
+
+    keys = [(n, dense_layer(p, i)) for i, n in enumerate(p.layer_names)]
+    a = next((i for i, k in enumerate(keys) if not k[1]), len(keys))
+    body = keys[a:-1]
+    for lp in range(1, len(body) // 4 + 1):
+        if all(body[i] == body[i + lp] for i in range(len(body) - lp)):
+            return a, lp, len(body) // lp
+    return None
+
+
+def _drop_periods(items: list, starts: list[int], period, windows) -> list:
+    """The call's items with the middle repeats of its layer pattern left out: an executor window's bytes depend
+    only on the items it covers and the 8 before it (``executor.carried_per_item``), and the layers of one
+    pattern repeat the same items, so every window that starts inside a repeat (and ends before the last ones)
+    sums exactly what the same window one repeat earlier sums. Kept: what comes before the pattern, the first
+    repeats (a window starting in the first, the one after it as the representative of every inner window,
+    enough for the look-back), the last ones a window can reach from them, and what follows: every distinct
+    window sum survives (to the float rounding of the running sums, far inside ``CallModel.slack``), in a
+    fraction of the slots (62 layers -> a few repeats where the window is short). ``windows``: (slots,
+    op weight, view weight) of every window slid over the items."""
+    if period is None or not starts:
+        return items
+    a, lp, k = period
+    lo, hi = starts[a], starts[a + lp]
+    per = items[lo:hi]
+    if not per:
+        return items
+    # the first repeat (windows looking back into what precedes it), the representative (one repeat of look-back
+    # before it: 8 items, more repeats where one holds fewer), and the repeats a window touches before the end
+    back = 1 if len(per) >= 8 else -(-8 // len(per))
+    keep = 0
+    for w, ow, vw in windows:
+        slots = sum(max(1, it.ops * ow + it.views * vw) for it in per)
+        keep = max(keep, back + 1 + -(-w // slots) + 1)
+    if keep >= k:
+        return items
+    return items[:starts[a + keep * lp]] + items[starts[a + k * lp]:]
 
 
 def _slides_known(known) -> bool:

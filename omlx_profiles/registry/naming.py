@@ -237,9 +237,13 @@ def _quant(found: list[tuple[_Suffix, re.Match]]) -> NameQuant:
         d = defaults[0]
         parts.append(StoragePart(d.mode, d.bits, d.group or 0))
         assumed = d.why
+    # a recipe's own group size (AWQ / GPTQ: 128 from quantization_config) when the name gives bits but no
+    # group: "-AWQ-INT4" was read as group 64, MLX's default, not what mlx-lm repacks an AutoAWQ file to
+    recipe_group = {d.mode: d.group for d in defaults if d.group}
     out: list[StoragePart] = []
     for p in parts:
-        g = p.group_size or (group if p.mode == "affine" and group else None) or _GROUP_DEFAULT[p.mode]
+        g = (p.group_size or (group if p.mode == "affine" and group else None) or recipe_group.get(p.mode)
+             or _GROUP_DEFAULT[p.mode])
         q = StoragePart(p.mode, p.bits, g, bool(p.group_size or (p.mode == "affine" and group)))
         if q not in out:
             out.append(q)

@@ -14,6 +14,7 @@ from math import prod
 from typing import Any
 
 from ..dtypes import DTYPE_BYTES
+from ..errors import InputError
 from ..schema.family import CompleteVariant, Layers
 
 #: the width fields a layer kind may state itself instead of inheriting the variant's
@@ -213,3 +214,13 @@ def past_context(profile, tokens: int) -> str | None:
         return (f"{tokens:,} tokens is past the model's context of {mc:,} (max_context): the memory numbers "
                 "are computed, but the model was not trained for this length")
     return None
+
+
+def require_profile(obj: object, what: str = "profile") -> "Profile":
+    """``obj`` if it is a ``Profile``, else an ``InputError`` naming the argument: ``Estimator(42)`` or the
+    facade's ``set_profile("qwen3-8b")`` failed later with an ``AttributeError`` from deep inside."""
+    if isinstance(obj, Profile):
+        return obj
+    hint = " (a Resolution: pass resolution.profile)" if hasattr(obj, "profile") else ""
+    raise InputError(f"{what} must be an omlx_profiles Profile (e.g. omlx_profiles.resolve(model_id).profile){hint}, "
+                     f"got {type(obj).__name__} {obj!r:.40}")

@@ -121,12 +121,25 @@ class GraphCommit(Strict):
     op_window_bound: bool = Field(False, description="also cap the live set by the executor's inflight_ops window (how far "
                                                      "the host got ahead in time on the measured device); off: the graph "
                                                      "cap alone, which holds on any device and under GPU contention")
+    completion_overlap_graphs: NonNegInt = Field(
+        0, description="committed graphs whose inputs can still be allocated after MLX counted them complete: "
+                       "gpu::eval registers notify_task_completion before commit() adds the handler that holds the "
+                       "graph's temporaries, and the completion worker runs a graph's handlers in that order, so the "
+                       "host woken from the in-flight cap encodes (allocates) the next graph while the completed "
+                       "one's inputs are alive; the worker drops them before it can signal the next completion, so "
+                       "at most one graph more (mlx/backend/cuda/eval.cpp, device.cpp commit, worker.cpp)")
     margin_graphs: NonNegInt = Field(0, description="graphs added to max_inflight_graphs on the safe side (calibrated: "
                                                     "what the measured peaks needed beyond the exact cap)")
     kernel_nodes: KernelNodes | None = Field(
         None, description="graph nodes of the ops whose kernel count is not one per op; absent: one node per op "
                           "(fewer, larger graphs: a larger run-ahead window, the safe side)")
     source: str = Field(min_length=1, description="where the numbers come from")
+
+    @property
+    def window_graphs(self) -> int:
+        """Graphs, besides the one being encoded, whose inputs can be allocated together: the in-flight cap,
+        the completion overlap, any calibrated margin."""
+        return self.max_inflight_graphs + self.completion_overlap_graphs + self.margin_graphs
 
 
 class Executor(Strict):

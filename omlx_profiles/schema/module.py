@@ -124,7 +124,7 @@ class Live(_Strict):
                     "branch of a flag, an alternative key (gpt_bigcode multi_query: false)")
     top: dict[Key, Any] = Field(default_factory=dict, description="wrapper: top-level keys beside the text config")
     kv_bits: bool = Field(True, description="False: a cache kind has no to_quantized (or crashes), skip kv_bits runs")
-    long: bool = Field(True, description="run N=3000 (cheap enough on MLX CPU)")
+    long: bool = Field(True, description="also run N=3000 (replayed lazily: the caches' shapes, nothing evaluated)")
     dtype: Literal["bfloat16", "float32"] = "bfloat16"
     shrink: Shrink | None = Field(None, description="the live harness shrinks real configs of this text stack")
 
@@ -292,12 +292,37 @@ class IndexEntry(_Strict):
     reason: str | None = None
 
 
+class RopeType(_Strict):
+    """One RoPE type mlx-lm's ``initialize_rope`` builds (``mlx_lm/models/rope_utils.py``): what the config
+    reader checks in a ``rope_scaling`` of this type and what it derives from it."""
+
+    factor: Literal["required", "optional"] = Field(
+        "optional", description="required: initialize_rope reads rope_scaling['factor'] for this type (absent: "
+                                "KeyError there); optional: a factor given is still checked (a number >= 1)")
+    extends_context: bool = Field(
+        False, description="true (YaRN): the context is factor x original_max_position_embeddings when that is "
+                           "more than max_position_embeddings (Qwen3's model card, vLLM); false: "
+                           "max_position_embeddings alone")
+
+
 class ModuleIndex(_Strict):
-    """``profiles/mlx_lm/index.yaml``: mlx-lm's remapping and every module's status."""
+    """``profiles/mlx_lm/index.yaml``: mlx-lm's remapping, its RoPE types and every module's status."""
 
     mlx_lm: str
     remapping: dict[str, str]
     architecture_remapping: dict[str, dict[str, str]] = Field(
         default_factory=dict, description="mlx_lm.utils.MODEL_ARCHITECTURE_REMAPPING: model_type -> {architecture "
                                           "(config 'architectures' entry) -> module}; checked before 'remapping'")
+    rope_types: dict[str, RopeType] = Field(
+        default_factory=dict, description="the RoPE types (rope_scaling 'type' / 'rope_type') mlx-lm's "
+                                          "initialize_rope builds; any other raises ValueError there")
+    plain_decoder: str | None = Field(
+        None, description="the module of a plain decoder stack (attention + MLP, no compute traits): the oMLX "
+                          "facade's set_model_info profile, which knows no model type, uses its op list")
     modules: dict[str, IndexEntry]
+
+    @model_validator(mode="after")
+    def _plain_decoder_listed(self) -> "ModuleIndex":
+        if self.plain_decoder is not None and self.plain_decoder not in self.modules:
+            raise ValueError(f"plain_decoder {self.plain_decoder!r} is not one of 'modules'")
+        return self

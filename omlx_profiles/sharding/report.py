@@ -21,6 +21,7 @@ from ..estimate.budget import default_reserve
 from ..dtypes import DTYPE_BYTES
 from ..errors import InputError
 from ..estimate.estimator import Estimator
+from ..estimate.fit import search_limit
 from ..kv import kv_report
 from ..peak.prefill import Request, prefill_peak
 from ..kv.replay import STEP
@@ -125,11 +126,20 @@ def _head(res, opts: ShardedOptions, views: list[RankView]) -> dict:
             "mlx_lm": load_plan().mlx_lm}
 
 
-def rank_estimate(view: RankView, opts: ShardedOptions, tokens: int, w: RankWeights, hidden: int | None) -> dict:
+def rank_estimate(view: RankView, opts: ShardedOptions, tokens: int, w: RankWeights, hidden: int | None,
+                  memo: dict | None = None) -> dict:
+    """One rank's estimate; ``memo`` shares the replay between ranks holding the same layers (every rank
+    of --parallel tensor: 64 ranks replayed the same prompt 64 times)."""
     p = view.profile
-    rep = kv_report(p, tokens, schedule=opts.schedule, chunk=opts.chunk, dtype=opts.dtype)
-    bd = prefill_peak(p, Request(tokens, cached=opts.cached, chunk=opts.chunk, schedule=opts.schedule),
-                      backend=opts.backend, mlx_version=opts.mlx_version, dtype=opts.dtype, nax=opts.nax)
+    key = repr(p)
+    if memo is None or key not in memo:
+        rep = kv_report(p, tokens, schedule=opts.schedule, chunk=opts.chunk, dtype=opts.dtype)
+        bd = prefill_peak(p, Request(tokens, cached=opts.cached, chunk=opts.chunk, schedule=opts.schedule),
+                          backend=opts.backend, mlx_version=opts.mlx_version, dtype=opts.dtype, nax=opts.nax)
+        if memo is None:
+            memo = {}
+        memo[key] = (rep, bd)
+    rep, bd = memo[key]
     comm = comm_bytes(view, opts.spec, bd.peak_q_len, hidden, _act(p, opts.dtype))
     total = None if w.bytes is None else w.bytes + bd.held_before_bytes + bd.peak_bytes + comm
     out = {"rank": view.rank, "layers": [view.start, view.end], "kv_bytes": rep.total,
@@ -144,7 +154,8 @@ def sharded_estimate(res, opts: ShardedOptions, tokens: int, weights: list[RankW
                      views: list[RankView] | None = None) -> dict:
     """The per-rank estimate at ``tokens`` (``res``: a registry ``Resolution``)."""
     views = views or rank_profiles(res.profile, opts.spec)
-    per = [rank_estimate(v, opts, tokens, w, res.profile.hidden_size) for v, w in zip(views, weights)]
+    memo: dict = {}
+    per = [rank_estimate(v, opts, tokens, w, res.profile.hidden_size, memo) for v, w in zip(views, weights)]
     fits = [r["fits"] for r in per]
     out = _head(res, opts, views)
     out.update({"tokens": tokens, "per_rank": per,
@@ -163,18 +174,24 @@ def sharded_fit(res, opts: ShardedOptions, weights: list[RankWeights], views: li
         raise InputError(f"weights of rank(s) {unknown} are unknown ({weights[unknown[0]].reason}); fit needs them: "
                          "point MODEL at a local model directory or pass --weights SIZE")
     hidden = res.profile.hidden_size
-    cap = max(4 * (res.profile.max_context or 0), 1 << 22)
-    per_rank = []
+    # the single fit's search (estimate/fit.py): up to 4 x max_context but never past the token limit, in
+    # growing windows; ranks that hold the same layers with the same weights and budget (every rank of
+    # --parallel tensor) are searched once (8 tensor ranks searched 8 times: 2.8 s for an 8B model)
+    limit = search_limit(res.profile.max_context, opts.chunk)
+    per_rank, seen = [], {}
     for v, w in zip(views, weights):
         budget = opts.budget_of(v.rank)
         reserve = opts.reserve if opts.reserve is not None else default_reserve(budget)
         if reserve > budget:
             raise InputError(f"--reserve {reserve} bytes is larger than rank {v.rank}'s budget ({budget} bytes)")
         comm = comm_bytes(v, opts.spec, opts.chunk, hidden, _act(v.profile, opts.dtype))
-        mt = Estimator(v.profile).max_tokens(budget, weights_bytes=w.bytes + comm, reserve=reserve,
-                                              cached=opts.cached, chunk=opts.chunk, backend=opts.backend,
-                                              mlx_version=opts.mlx_version, schedule=opts.schedule,
-                                              dtype=opts.dtype, nax=opts.nax, limit=cap)
+        key = (repr(v.profile), w.bytes + comm, budget, reserve)
+        if key not in seen:
+            seen[key] = Estimator(v.profile).max_tokens(budget, limit=limit, weights_bytes=w.bytes + comm,
+                                                        reserve=reserve, cached=opts.cached, chunk=opts.chunk,
+                                                        backend=opts.backend, mlx_version=opts.mlx_version,
+                                                        schedule=opts.schedule, dtype=opts.dtype, nax=opts.nax)
+        mt = seen[key]
         if mt >= STEP:
             mt = mt // STEP * STEP
         per_rank.append(mt if mt > opts.cached else 0)

@@ -79,8 +79,8 @@ def judge(argv, res, expect=None) -> list[str]:
         bad.append(f"CONTROL {CONTROL.search(out + err).group()!r}")
     if code not in (0, 1, 2, None) and not isinstance(code, str):
         bad.append(f"EXIT {code}")
-    if code in (1, 2) and not err.strip() and not any(w in out for w in ("DOES NOT FIT", "UNKNOWN", "PAST", "nothing fits",
-                                                                          "does not fit")):
+    if code in (1, 2) and not err.strip() and not any(w in out.lower() for w in ("does not fit", "unknown", "past",
+                                                                                  "nothing fits")):
         bad.append("SILENT FAILURE")
     if expect is not None:
         why = expect(code, out, err)
