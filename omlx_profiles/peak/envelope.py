@@ -270,14 +270,22 @@ class CudaEnvelope:
         return cum_upper(self.fit, new) is not None and (k == 0 or cum_upper(self.fit, k * self.fit.c) is not None)
 
     def fresh(self, new: int) -> int:
+        """``E(new, 0)``. Where the bounds exist it needs no call of ``new`` itself: its replay is at most its full
+        calls' part or ``CU(new)`` (its shorter call and its last token are in buckets ``CU`` covers), so
+        ``Estimator.fits`` decides from table look-ups (``CudaFit``'s ``P(n)`` terms are exact once prepared)."""
         fit = self.fit
-        v = max(fit.exact(m) for m in dominating_lengths(new, fit.c))
-        k = (new - 1) // fit.c
+        k, r = divmod(new - 1, fit.c)
         cu = cum_upper(fit, new)
         prev = cum_upper(fit, k * fit.c) if k and cu is not None else 0
+        others = [m for m in dominating_lengths(new, fit.c) if m != new]
         if cu is None or prev is None:
-            return v
-        return max(v, cu, prev)
+            return max(fit.exact(m) for m in others + [new])
+        v = max(cu, prev, fit._full_part(k, r) or 0, fit.exact(new) if not r else 0)
+        for m in others:
+            e = fit.exact(m)
+            if e > v:
+                v = e
+        return v
 
 
 def envelope_bounds_fresh(new: int, chunk: int, fit, env: "CudaEnvelope | None" = None) -> tuple[int, int | None]:
