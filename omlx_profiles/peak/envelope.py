@@ -275,6 +275,7 @@ class CudaEnvelope:
         ``Estimator.fits`` decides from table look-ups (``CudaFit``'s ``P(n)`` terms are exact once prepared)."""
         fit = self.fit
         k, r = divmod(new - 1, fit.c)
+        fit.bounds(new)  # the full calls up to this block (and its buckets): tables, built once
         cu = cum_upper(fit, new)
         prev = cum_upper(fit, k * fit.c) if k and cu is not None else 0
         others = [m for m in dominating_lengths(new, fit.c) if m != new]
