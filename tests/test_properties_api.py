@@ -317,12 +317,20 @@ def test_a_bound_basis_model_on_cpu_reports_monotone_in_the_prefix():
 
 
 def test_cuda_reports_monotone_in_the_prompt_without_a_prefix():
-    """CUDA, no prefix, every length of the first blocks: the report (``CudaEnvelope``: the replay over the
-    dominating lengths, the block's cumulative bucket bounds, the earlier blocks' largest) never falls and is
-    never below the exact replay (a dense GQA and a sliding + sinks MoE, odd chunks)."""
-    for name, chunk, ns in (("llama-3.2-1b-instruct", 300, range(1, 660, 9)), ("gpt-oss-20b", 40, range(1, 100, 2))):
+    """CUDA, no prefix. The exact model falls inside a block where MLX's graph commits move with the query count:
+    gpt-oss-20b, chunk 512: 491 new tokens 7.6% above 494; chunk 2048: 2,048 new 19% above 2,051 (and 32,700 new
+    13% above 32,768). Before session 8 the report (the maximum over the dominating lengths) fell with them. Now
+    it carries the block's cumulative bucket bounds and the previous block's (``CudaEnvelope``): it never falls
+    over every length of these ranges, and is never below the exact replay (a dense GQA too, odd chunk)."""
+    def exact(name, n, chunk):
+        b = prefill_peak(est(name).profile, Request(n, chunk=chunk), backend="cuda")
+        return b.held_before_bytes + b.peak_bytes
+
+    assert exact("gpt-oss-20b", 491, 512) > exact("gpt-oss-20b", 494, 512) * 1.07
+    assert exact("gpt-oss-20b", 2048, 2048) > exact("gpt-oss-20b", 2051, 2048) * 1.15
+    for name, chunk, ns in (("gpt-oss-20b", 512, range(486, 520)), ("gpt-oss-20b", 2048, range(2040, 2056)),
+                            ("llama-3.2-1b-instruct", 300, range(1, 660, 9))):
         ts = [total(name, "cuda", n, chunk, 0) for n in ns]
-        assert ts == sorted(ts), (name, [(n, a, b) for n, a, b in zip(ns, ts, ts[1:]) if b < a][:3])
-        for n in (ns[1], ns[len(ns) // 2], ns[-1]):
-            b = prefill_peak(est(name).profile, Request(n, chunk=chunk), backend="cuda")
-            assert ts[list(ns).index(n)] >= b.held_before_bytes + b.peak_bytes
+        assert ts == sorted(ts), (name, chunk, [(n, a, b) for n, a, b in zip(ns, ts, ts[1:]) if b < a][:3])
+        for i in (0, len(ns) // 2, len(ns) - 1):
+            assert ts[i] >= exact(name, ns[i], chunk), (name, chunk, ns[i])
