@@ -152,7 +152,7 @@ def tight_upper(fast, new: int, chunk: int, cached: int, memo: dict, need: int |
                 if hi_u <= need or lo_u > need:
                     return lo_u, hi_u
             if t is None:
-                if len(memo) >= 4096:
+                if len(memo) >= 1 << 14:  # every r of a few chunk sizes (``Estimator.prepare(follow_ups=True)``)
                     memo.clear()
                 q_min = c.tops[i - 1] + 1 if i else 1
                 t = memo[key] = c.model.pieces(r, chunk, "upper", q_min=q_min)[0]
@@ -201,7 +201,7 @@ def envelope_bounds(new: int, chunk: int, cached: int, fast, need: int | None = 
             if early and lo > need:
                 return lo, lo
         if m != new:
-            bm = fast.fixed_bounds(m, chunk)
+            bm = fast.fixed_bounds(m, chunk, need)
         elif cached:
             bm = fast.bounds(m, chunk, 0, need)
         else:
