@@ -22,7 +22,8 @@ Two budgets per request:
   the bounds must be within ``fit_margin`` of the exact total to answer without a replay;
 * ``64 GiB``: a fixed budget (16 GiB weights), what an engine's admission check sees.
 
-Columns: mean / p50 / p99 / max per call (us), the facade's repeated-length call (us), p50 / facade, mean / facade,
+Columns: mean / p50 / p99 / max per call (us, wall), cpu max (the largest per-call CPU time, us: the process's own
+time, without the scheduler's slices of a loaded machine, which put single wall-clock calls at 10-70 ms), the facade's repeated-length call (us), p50 / facade, mean / facade,
 replays (requests decided by the exact replay, ms each, and exact totals the bounds computed on the way -- a block's
 ``k S + 1`` term where its bounds are wide, once; on CUDA also the lengths whose shorter call and / or last
 token ``peak.fast_cuda`` replays, a few ms each: a prompt without a prefix), margin (refused by the documented margin while the
@@ -56,10 +57,13 @@ def _facade_us(p, backend: str, calls: int) -> float:
     mon = MemoryMonitor(BUDGET, backend=backend)
     mon.set_profile(p)
     mon.estimate_prefill_peak_bytes(32767, 2048)
-    t = time.perf_counter()
-    for _ in range(calls):
-        mon.estimate_prefill_peak_bytes(32767, 2048)
-    return (time.perf_counter() - t) / calls * 1e6
+    best = float("inf")
+    for _ in range(5):  # the best of 5 runs: one run the scheduler preempts (a loaded machine) is not the path's cost
+        t = time.perf_counter()
+        for _ in range(calls):
+            mon.estimate_prefill_peak_bytes(32767, 2048)
+        best = min(best, time.perf_counter() - t)
+    return best / calls * 1e6
 
 
 def _requests(scenario: str, rng: random.Random, n: int, max_ctx: int) -> list[Request]:
@@ -118,11 +122,13 @@ def _row(p, backend: str, reqs: list[Request], budgets: list[int], exact: list[i
             v._exact.clear()  # lengths a previous row replayed: this row pays for its own
     cuda0 = _cuda_replays(e)
     fixed0 = _fixed_replays(e)
-    times, margin, wrong = [], 0, 0
+    times, cpu, margin, wrong = [], [], 0, 0
     for req, b, tot in zip(reqs, budgets, exact):
+        c = time.process_time()
         t = time.perf_counter()
         v = e.fits(req, b, weights_bytes=WEIGHTS, reserve=0, backend=backend)
         times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
         if v.fits != (tot <= b):
             if not v.fits and getattr(v, "margin", False):
                 margin += 1
@@ -131,8 +137,8 @@ def _row(p, backend: str, reqs: list[Request], budgets: list[int], exact: list[i
     times.sort()
     mean = statistics.fmean(times) * 1e6
     replays = len(e._memo) + _cuda_replays(e) - cuda0 + _fixed_replays(e) - fixed0
-    return (mean, times[len(times) // 2] * 1e6, times[int(len(times) * 0.99)] * 1e6, times[-1] * 1e6, replays,
-            margin, wrong, prep)
+    return (mean, times[len(times) // 2] * 1e6, times[int(len(times) * 0.99)] * 1e6, times[-1] * 1e6,
+            max(cpu) * 1e6, replays, margin, wrong, prep)
 
 
 def main() -> None:
@@ -148,7 +154,7 @@ def main() -> None:
     lines = [f"# bench_fits: {a.calls} never-seen requests per row{' (prepare follow_ups=True)' if a.follow_ups else ''}; "
              f"python {platform.python_version()}, "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
-             f"{'model':34} {'backend':7} {'scenario':12} {'budget':9} {'mean us':>9} {'p50 us':>8} {'p99 us':>9} {'max us':>9} "
+             f"{'model':34} {'backend':7} {'scenario':12} {'budget':9} {'mean us':>9} {'p50 us':>8} {'p99 us':>9} {'max us':>9} {'cpu max':>8} "
              f"{'facade us':>9} {'p50/fac':>8} {'mean/fac':>9} {'replays':>8} {'margin':>7} {'wrong':>6} {'prep s':>7}"]
     print("\n".join(lines), flush=True)
     for mid in a.models.split(","):
@@ -167,9 +173,9 @@ def main() -> None:
                     print(lines[-1], flush=True)
                     continue
                 for label, budgets in (("at total", exact), ("64 GiB", [BUDGET] * len(reqs))):
-                    mean, p50, p99, mx, replays, margin, wrong, prep = _row(p, backend, reqs, budgets, exact, fast,
+                    mean, p50, p99, mx, cmx, replays, margin, wrong, prep = _row(p, backend, reqs, budgets, exact, fast,
                                                                             prepared, flines, a.follow_ups)
-                    lines.append(f"{mid:34} {backend:7} {scenario:12} {label:9} {mean:9.1f} {p50:8.1f} {p99:9.1f} {mx:9.1f} "
+                    lines.append(f"{mid:34} {backend:7} {scenario:12} {label:9} {mean:9.1f} {p50:8.1f} {p99:9.1f} {mx:9.1f} {cmx:8.0f} "
                                  f"{fac:9.2f} {p50 / fac:8.1f} {mean / fac:9.1f} {replays:8d} {margin:7d} {wrong:6d} "
                                  f"{prep:7.1f}")
                     print(lines[-1], flush=True)
