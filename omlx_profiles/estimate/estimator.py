@@ -11,8 +11,8 @@ from dataclasses import replace
 from ..errors import InputError, OmlxProfilesError
 from ..kv.bytes import KVQuant, KVReport, kv_report
 from ..kv.replay import STEP  # mlx-lm KVCache allocation step: max_tokens searches on it first
-from ..peak.envelope import (envelope_bounds, envelope_bounds_fresh, envelope_exact_fresh, envelope_total,
-                             tight_upper)
+from ..peak.envelope import (CudaEnvelope, envelope_bounds, envelope_bounds_fresh, envelope_exact_fresh,
+                             envelope_total, tight_upper)
 from ..peak.prefill import Breakdown, Request, Verdict, prefill_peak
 from ..peak.kernels import KernelRoutes
 from ..registry.profile import Profile, past_context, require_profile
@@ -125,7 +125,16 @@ class Estimator:
             except (OmlxProfilesError, ArithmeticError):
                 return None
 
-        extra = envelope_total(new, chunk, cached, exact, upper, exact_here=here) - here
+        fresh = None
+        if fp is None:  # CUDA: E(m, 0) from the cumulative bucket bounds of peak.fast_cuda (monotone in m)
+            env = self._cuda_envelope(request, backend, mlx_version, dtype, nax)
+            if env is not None:
+                def fresh(m: int) -> int | None:
+                    try:
+                        return env.fresh(m)
+                    except (OmlxProfilesError, ArithmeticError):  # no table: the maximum over P(m) of the replay
+                        return None
+        extra = envelope_total(new, chunk, cached, exact, upper, exact_here=here, fresh=fresh) - here
         if extra <= 0:
             return bd
         terms = dict(bd.terms)
@@ -194,7 +203,8 @@ class Estimator:
             cf = self._cuda_fit(request, backend, mlx_version, dtype, nax)
             if cf is not None:  # CUDA without a prefix (peak.fast_cuda): the same decision, else 2 calls replayed
                 try:
-                    lo, hi = envelope_bounds_fresh(request.new_tokens, request.chunk, cf)
+                    env = self._cuda_envelope(request, backend, mlx_version, dtype, nax)
+                    lo, hi = envelope_bounds_fresh(request.new_tokens, request.chunk, cf, env)
                     if hi is not None and w + hi <= usable:
                         return _LazyVerdict(self, key, budget, res, usable, w, given)
                     if w + lo > usable:
@@ -202,7 +212,7 @@ class Estimator:
                     if hi is not None and hi - lo <= fit_margin(hi):
                         return _LazyVerdict(self, key, budget, res, usable, w, given, fits=False, margin=True)
                     return _LazyVerdict(self, key, budget, res, usable, w, given,
-                                        fits=w + envelope_exact_fresh(request.new_tokens, request.chunk, cf) <= usable)
+                                        fits=w + envelope_exact_fresh(request.new_tokens, request.chunk, cf, env) <= usable)
                 except (OmlxProfilesError, ArithmeticError):
                     pass
         bd = self._breakdown(key)
@@ -296,6 +306,18 @@ class Estimator:
             self._fast[ckey] = cf
         return cf or None
 
+    def _cuda_envelope(self, request: Request, backend: str, mlx_version, dtype, nax):
+        """``peak.envelope.CudaEnvelope`` (``E(m, 0)`` on CUDA, monotone in ``m``) for this chunk size, or ``None``
+        (another backend or schedule, a peak reported unknown)."""
+        cf = self._cuda_fit(Request(request.new_tokens, chunk=request.chunk), backend, mlx_version, dtype, nax)
+        if cf is None:
+            return None
+        key = ("cuda-env", id(cf))
+        env = self._fast.get(key)
+        if env is None or env.fit is not cf:
+            env = self._fast[key] = CudaEnvelope(cf)
+        return env
+
     def _bounds(self, request: Request, backend: str, mlx_version, dtype, nax) -> tuple[int | None, int] | None:
         """(lower or ``None``, upper) bounds of the reported ``held before + peak`` (the exact replay's monotone
         envelope, ``peak.envelope``) that ``fits`` decides from, or ``None``."""
@@ -305,7 +327,8 @@ class Estimator:
             if cf is None:
                 return None
             try:
-                lo, hi = envelope_bounds_fresh(request.new_tokens, request.chunk, cf)
+                env = self._cuda_envelope(request, backend, mlx_version, dtype, nax)
+                lo, hi = envelope_bounds_fresh(request.new_tokens, request.chunk, cf, env)
             except (OmlxProfilesError, ArithmeticError):
                 return None
             return None if hi is None else (lo, hi)
