@@ -55,11 +55,14 @@ def test_bounds_hold_and_the_two_call_answer_is_the_replay(mid, chunk, n, top):
         assert hi is None or exact <= hi, (mid, chunk, N, exact, hi)
         assert cf.exact(N) == exact, (mid, chunk, N)
         req = Request(N, chunk=chunk)
-        # fits at the exact total: "fits", or the documented margin refusal where the bounds are that close
-        v = est.fits(req, exact, weights_bytes=0, reserve=0, backend="cuda")
-        assert v.fits or (v.margin and hi is not None and hi - lo <= fit_margin(hi)), (mid, chunk, N, lo, exact, hi)
-        assert est.fits(req, exact + fit_margin(exact), weights_bytes=0, reserve=0, backend="cuda").fits
-        assert not est.fits(req, exact - 1, weights_bytes=0, reserve=0, backend="cuda").fits, (mid, chunk, N)
+        # fits decides at the REPORTED total (the replay raised to its monotone envelope, peak.envelope: never
+        # below it): "fits" there (or the documented margin refusal), "does not fit" a byte below
+        total = est.total_bytes(req, 0, "cuda")
+        assert total >= exact, (mid, chunk, N, total, exact)
+        v = est.fits(req, total, weights_bytes=0, reserve=0, backend="cuda")
+        assert v.fits or (v.margin and hi is not None and hi - lo <= fit_margin(hi)), (mid, chunk, N, lo, total, hi)
+        assert est.fits(req, total + fit_margin(total), weights_bytes=0, reserve=0, backend="cuda").fits
+        assert not est.fits(req, total - 1, weights_bytes=0, reserve=0, backend="cuda").fits, (mid, chunk, N)
 
 
 def test_prepare_builds_cuda_and_fits_then_decides_most_lengths_without_a_call():

@@ -143,3 +143,41 @@ def test_defaults_are_the_cli_s_and_said():
     assert e.max_tokens(8 * 141 * 10**9, weights_bytes=1 << 30) > 0
     with pytest.raises(InputError):
         e.fits(Request(1000), 1 << 51)
+
+
+@pytest.mark.parametrize("backend", ["metal", "cpu"])
+def test_odd_chunks_bounds_hold_and_follow_ups_prepared(backend):
+    """Chunks that are not whole 256-row steps: the shorter call in its cache phase's layout
+    (``FastPeak._short_phase``) and the envelope's block terms (``fixed_bounds``) bound the exact replay from both
+    sides, the shorter call near 2 queries, mid-chunk and near a chunk (wider scans, sliding-window and MLA models
+    too: benchmarks/notes, s8-fast).
+    Then ``prepare(follow_ups=True)``: a follow-up after a prefix decided at its exact total builds nothing."""
+    import random
+
+    from omlx_profiles.peak.prefill import prefill_peak
+
+    rng = random.Random(9)
+    for mid in ("llama-3.2-1b-instruct",):
+        p = default_registry().resolve(mid).profile
+        fp = Estimator(p)._fast_peak(Request(2), backend, None, None, False)
+        for S in (300, 700):
+            for r in (2, rng.randint(3, S - 40), S - 1 - rng.randint(0, 30)):
+                n = rng.randint(2, 40) * S + 1 + r
+                bd = prefill_peak(p, Request(n, chunk=S), backend=backend)
+                exact = bd.held_before_bytes + bd.peak_bytes
+                lo, hi = fp.bounds(n, S, 0)
+                assert lo is not None and lo <= exact <= hi, (mid, S, n, lo, exact, hi)
+                for m in (n - r, n - r + 1):  # k S + 1, k S + 2
+                    lo, hi = fp.fixed_bounds(m, S)
+                    bd = prefill_peak(p, Request(m, chunk=S), backend=backend)
+                    assert lo <= bd.held_before_bytes + bd.peak_bytes <= hi, (mid, S, m, lo, hi)
+    p = default_registry().resolve("llama-3.2-1b-instruct").profile
+    e, ref = Estimator(p), Estimator(p)
+    assert e.prepare(64, backend=backend, follow_ups=True)
+    built = len(e._lines)
+    reqs = []
+    for _ in range(6):
+        cached = rng.randint(1, 20_000)
+        reqs.append(Request(cached + rng.randint(1, 200), cached=cached, chunk=64))
+    _decides_at_total(e, ref, reqs, backend)
+    assert len(e._lines) == built

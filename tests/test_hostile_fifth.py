@@ -279,3 +279,31 @@ def test_registry_timing_sample(tmp_path, workdir):
             if why:
                 bad.append((argv, why))
     assert not bad, bad
+
+
+# --------------------------------------------------------------------------------------------------
+# config.json: a Hugging Face quantization_config mlx-lm does not load (mechanism: the naming table's
+# hf_quant_methods, checked by registry.naming.check_hf_quantization where mlxlm.config reads it)
+# --------------------------------------------------------------------------------------------------
+REFUSED_QC = [{"quant_method": "awq", "bits": 8, "group_size": 128}, {"quant_method": "gptq", "bits": 3},
+              {"quant_method": "bitsandbytes", "load_in_4bit": True}, {"quant_method": "hqq", "nbits": 4},
+              {"quant_method": "quanto"}, {"quant_method": "aqlm"}, {"quant_method": "\x1b[2J"},
+              {"quant_method": ["awq"]}, {"quant_method": "AWQ "}]
+LOADED_QC = [{"quant_method": "awq", "bits": 4, "group_size": 128}, {"quant_method": "gptq"},
+             {"quant_method": "fp8", "weight_block_size": [128, 128]}, {"quant_method": "mxfp4"},
+             {"quant_method": "compressed-tensors"}]
+
+
+@pytest.mark.parametrize("qc", REFUSED_QC, ids=range(len(REFUSED_QC)))
+def test_hf_quantization_mlx_lm_cannot_load_is_refused(qc, tmp_path, workdir):
+    """They were noted as "weight bits not taken from it" and estimated as if mlx-lm could run them."""
+    d = _model_dir(tmp_path, "m", {**QWEN, "quantization_config": qc})
+    r = run_main("estimate", str(d), "--tokens", "1k")
+    assert_clean_failure(r, 2, "not an MLX checkpoint", "quantization_config")
+
+
+@pytest.mark.parametrize("qc", LOADED_QC, ids=range(len(LOADED_QC)))
+def test_hf_quantization_mlx_lm_loads_is_estimated(qc, tmp_path, workdir):
+    d = _model_dir(tmp_path, "m", {**QWEN, "quantization_config": qc})
+    r = run_main("estimate", str(d), "--tokens", "1k")
+    assert r.code == 0, r.err

@@ -30,6 +30,7 @@ import mlx.core as mx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import measure_peaks as MP  # noqa: E402  (model building and configs)
+import stall as ST  # noqa: E402  (the "stalled" condition, session 8)
 
 MiB = 2**20
 
@@ -269,17 +270,22 @@ def traced_prefill(model, tokens, n_tokens, step, baseline, stream, trace):
             n = min(step, n_tokens - done - 1)
             before = int(mx.get_active_memory())
             mx.reset_peak_memory()
-            trace.start(len(chunks))
+            if trace:
+                trace.start(len(chunks))
+            ST.COUNT.reset()
             t0 = time.time()
             model(tokens[None, done:done + n], cache=cache)
             mx.eval([c.state for c in cache])
             wall = time.time() - t0
             peak = max(int(mx.get_peak_memory()), before)
-            ev = trace.read()
+            ev = trace.read() if trace else []
             mx.clear_cache()
             c = {"start": done, "end": done + n, "peak_over_baseline_mib": round((peak - baseline) / MiB, 1),
                  "before_over_baseline_mib": round((before - baseline) / MiB, 1), "wall_ms": round(wall * 1e3, 2)}
             c.update(chunk_summary(ev, before))
+            if ST.COUNT.n:
+                c["stalls"] = ST.COUNT.n
+                c["stall_bytes_bound"] = ST.COUNT.bytes
             chunks.append(c)
             done += n
     del cache
@@ -298,8 +304,14 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="shrunk configs (CPU check of the script)")
     ap.add_argument("--warmup", type=int, default=0,
                     help="tokens of one untraced prefill (same step) run right after a model is built")
+    ap.add_argument("--stall-layer-ms", type=float, default=0.0,
+                    help="stalled condition (stall.py): spin this long before each layer's attention and MLP block")
+    ap.add_argument("--stall-gdn-every", type=int, default=0, help="stall every Nth gated-DeltaNet token step")
+    ap.add_argument("--stall-gdn-ms", type=float, default=0.0)
+    ap.add_argument("--stall-mode", default="kernel", choices=["kernel", "ident"])
     a = ap.parse_args()
     T0 = time.time()
+    stalled = a.stall_layer_ms > 0 or a.stall_gdn_every > 0
     out = {"mlx": mx.__version__, "device": str(mx.default_device()), "env": {k: v for k, v in os.environ.items()
                                                                               if k.startswith("MLX_")}}
     Path(a.out).mkdir(parents=True, exist_ok=True)
@@ -315,6 +327,12 @@ def main():
     if a.meter:
         out["meter"] = meter(trace, *((128,) if a.smoke else ()))
         save()
+    if a.smoke:
+        MP.DTYPE = mx.float32  # CPU gather_mm is fp32-only
+    if stalled:
+        out["stall_self_test"] = ST.self_test(a.stall_mode)
+        print("stall self-test:", out["stall_self_test"], flush=True)
+        save()
     if a.models:
         out["points"] = []
         stream = mx.new_stream(mx.default_device())
@@ -325,6 +343,8 @@ def main():
             step = int(parts[1]) if len(parts) > 1 else 2048
             reps = int(parts[2]) if len(parts) > 2 else 1
             depth = int(parts[3]) if len(parts) > 3 else 0  # keep the first `depth` layers (real widths)
+            layer_ms = float(parts[4]) if len(parts) > 4 else a.stall_layer_ms  # per-spec stall (stalled runs)
+            ST.CHUNK_MS[0] = float(parts[5]) if len(parts) > 5 else 0.0  # a long stall at each chunk's start
             if time.time() - T0 > a.deadline:
                 print("deadline: skipping", spec, flush=True)
                 continue
@@ -344,6 +364,11 @@ def main():
             model, weights = MP.build_model(cfg)
             settle()
             baseline = int(mx.get_active_memory())
+            stall_cfg = None
+            if stalled:  # after the baseline; adds no arrays (the norms keep their weights)
+                stall_cfg = ST.install(model, layer_ms, a.stall_gdn_every, a.stall_gdn_ms, a.stall_mode)
+                stall_cfg["chunk_ms"] = ST.CHUNK_MS[0]
+                print("stall:", stall_cfg, flush=True)
             vocab = MP.text_args(cfg).get("vocab_size", 32000)
             toks = mx.random.randint(0, vocab, (max(lengths + [a.warmup]),), key=mx.random.key(1)).astype(mx.int32)
             mx.eval(toks)
@@ -359,7 +384,7 @@ def main():
                     chunks = traced_prefill(model, toks, L, step, baseline, stream, trace)
                     pk = max(c["peak_over_baseline_mib"] for c in chunks)
                     out["points"].append({"model": name, "layers": depth or None, "tokens": L, "step": step, "repeat": r,
-                                          "hooked": trace.hooked(),
+                                          "hooked": trace.hooked() if trace else None, "stall": stall_cfg,
                                           "peak_over_baseline_mib": pk, "chunks": chunks})
                     save()
                     print(f"[{time.time() - T0:6.1f}s] {name_tag} {L} step {step} rep {r}: peak {pk / 1024:.3f} GiB; "
@@ -367,6 +392,8 @@ def main():
                                      f"{c['peak_over_baseline_mib'] / 1024:.2f}" for i, c in enumerate(chunks)),
                           flush=True)
             del model
+            if stalled:
+                ST.uninstall_gdn()
             settle()
     save()
 

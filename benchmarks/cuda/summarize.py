@@ -7,6 +7,7 @@
     python3 benchmarks/cuda/summarize.py --s5          # .../h200-mlx-0.32.4-dsa-s5.yaml + -gdn-contention.yaml
     python3 benchmarks/cuda/summarize.py --s6          # .../h200-mlx-0.32.4-s6.yaml + -s6-contention.yaml
     python3 benchmarks/cuda/summarize.py --s7          # .../h200-mlx-0.32.4-s7.yaml + -s7-contention.yaml
+    python3 benchmarks/cuda/summarize.py --s8          # .../h200-mlx-0.32.4-s8-stalled.yaml + -s8-stalled-contention.yaml
     python3 benchmarks/cuda/summarize.py --contention  # .../h200-mlx-0.32.4-contention.yaml (peaks_contention*.json)
     python3 benchmarks/cuda/summarize.py --heldout2    # .../h200-mlx-0.32.4-heldout2.yaml (commits_heldout2.json)
     python3 benchmarks/cuda/summarize.py --nemotron    # .../h200-mlx-0.32.4-nemotron.yaml (commits_nemotron.json)
@@ -56,6 +57,8 @@ CALIB_S6 = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-s6.yaml
 CALIB_S6_HOG = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-s6-contention.yaml"
 CALIB_S7 = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-s7.yaml"
 CALIB_S7_HOG = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-s7-contention.yaml"
+CALIB_S8_STALL = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-s8-stalled.yaml"
+CALIB_S8_STALL_HOG = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-s8-stalled-contention.yaml"
 NEVERUNDER_IDS = {"deepseek-v3-8l-16e": "deepseek-ai/DeepSeek-V3 (first 8 layers, 16 experts)",
                   "deepseek-v3.2-8l-16e": "deepseek-ai/DeepSeek-V3.2 (first 8 layers, 16 experts)",
                   "qwen3-next-80b-a3b-8l-64e": "Qwen/Qwen3-Next-80B-A3B-Thinking (first 8 layers, 64 experts)",
@@ -298,6 +301,23 @@ S7_HOG_HEADER = [
     "#   in a second process on the same H200 the whole time. CUT TO FIT as in h200-mlx-0.32.4-s6.yaml",
     "#   (kimi-k2-8l-16e, deepseek-v3-8l-16e, deepseek-v3.2-8l-16e, qwen3-next-80b-a3b-8l-64e).",
 ]
+S8_HEADER = [
+    "# Issue 14 (session 8, s8-mla: run_s8mla.sh's first part and run_s8mla2.sh; predictions committed first:",
+    "#   benchmarks/cuda/predictions-s8-mla.md, results/s8mla_predictions_before_run.json).",
+    "# MEASURED STALLED (benchmarks/cuda/stall.py): on the measured stream, a custom CUDA kernel that spins on the GPU",
+    "#   timer (5-10 ms) before every RMSNorm of a decoder layer and every 8th gated-DeltaNet token step, so the host",
+    "#   runs up to MLX's 11-graph cap ahead of the GPU (an engine whose GPU is busy with other work); run 2 also",
+    "#   spins 500 ms (200 ms at step 512) before each chunk's first layer. The stall kernels' outputs (a copy of a",
+    "#   norm weight or a gate slice) are in the peaks: at most 0.5 MiB per chunk (stall_bytes_bound in the JSON).",
+    "# CUT TO FIT as in h200-mlx-0.32.4-s6.yaml (kimi-k2-8l-16e, deepseek-v3-8l-16e, deepseek-v3-12l-16e,",
+    "#   deepseek-v3.2-8l-16e, qwen3-next-80b-a3b-8l-64e, qwen3.5-27b-8l).",
+]
+S8_HOG_HEADER = [
+    "# Issue 14 (session 8, s8-mla: run_s8mla.sh's second part; predictions committed first:",
+    "#   benchmarks/cuda/predictions-s8-mla.md). STALLED (as h200-mlx-0.32.4-s8-stalled.yaml) AND UNDER GPU CONTENTION:",
+    "#   two gpu_hog.py processes (8192^3 bf16 matmuls) on the same H200 the whole time: the shapes still above 1.15",
+    "#   after the stalled pass. CUT TO FIT as in h200-mlx-0.32.4-s6.yaml (kimi-k2-8l-16e, qwen3-next-80b-a3b-8l-64e).",
+]
 
 
 def traced_calibration(results: str, ids: dict, header: list[str]) -> str:
@@ -354,7 +374,14 @@ def main():
     ap.add_argument("--s5", action="store_true", help="session 5 (issue 14): DSA idle + gated-DeltaNet contended")
     ap.add_argument("--s6", action="store_true", help="session 6 (issue 14): DeepSeek-V3 family + GDN, idle and loaded")
     ap.add_argument("--s7", action="store_true", help="session 7 (issue 14, s7-mla): DeepSeek-V3 family, warm repeats")
+    ap.add_argument("--s8", action="store_true", help="session 8 (issue 14, s8-mla): the stalled condition")
     args = ap.parse_args()
+    if args.s8:
+        for path, res, head in ((CALIB_S8_STALL, "commits_s8stall.json,commits_s8stall2.json", S8_HEADER),
+                                (CALIB_S8_STALL_HOG, "commits_s8stallhog.json", S8_HOG_HEADER)):
+            path.write_text(traced_calibration(res, NEVERUNDER_IDS, head))
+            print("wrote", path.relative_to(ROOT))
+        return
     if args.s7:
         for path, res, head in ((CALIB_S7, "commits_s7idle.json", S7_HEADER),
                                 (CALIB_S7_HOG, "commits_s7hog.json", S7_HOG_HEADER)):

@@ -127,26 +127,39 @@ def over_from(rows: list[SurveyRow]) -> dict[str, dict[str, dict]]:
 
 def over_band_from(rows: list[SurveyRow]) -> dict[str, dict[str, dict]]:
     """Per backend: family -> the calibration shapes (model, step, tokens, cached) whose estimate is above ``BAND`` at
-    the shape's HIGHEST measured peak (every repeat and condition - idle, a loaded GPU - of every file: the estimate
-    bounds a warmed-up process under any load, so the highest is the truth it is compared with), for every family
-    that has such a shape and no shape under. ``peak.basis`` reports them with a ``measured`` estimate of the family
-    (``Basis.band``): a number that is an upper bound there, not within the band."""
+    the shape's HIGHEST measured peak (every repeat and condition - idle, a loaded GPU, a stalled GPU - of every file:
+    the estimate bounds a warmed-up process under any GPU timing, so the highest is the truth it is compared with),
+    for every family that has such a shape and no shape under, with the **regime** each one stands for: the family's
+    profiles with the same attention head count at the same prefill step, from just above the largest token count
+    measured in band there below the shape (from 1 if none) up to just below the smallest measured in band above it
+    (open if none). ``peak.basis`` reports a request inside a regime with its band unknown and the shape as the
+    reason; the family's other requests stay plainly ``measured``."""
     shapes: dict[tuple, list[SurveyRow]] = {}
     for r in rows:
         if not r.cold and r.op_model is not None and r.measured:
-            shapes.setdefault((r.backend, r.family, r.model, r.chunk, r.tokens, r.point.cached), []).append(r)
+            heads = int(getattr(r.profile, "num_heads", 0) or 0)
+            shapes.setdefault((r.backend, r.family, r.model, heads, r.chunk, r.tokens, r.point.cached), []).append(r)
     fams: dict[tuple[str, str], list[tuple]] = {}
-    for (backend, fam, model, chunk, tokens, cached), rs in shapes.items():
+    for (backend, fam, model, heads, chunk, tokens, cached), rs in shapes.items():
         top = max(rs, key=lambda r: r.measured)
-        fams.setdefault((backend, fam), []).append((model, chunk, tokens, cached, top.ratio))
+        fams.setdefault((backend, fam), []).append((model, chunk, tokens, cached, top.ratio, heads))
     out: dict[str, dict[str, dict]] = {}
     for (backend, fam), lst in sorted(fams.items()):
         above = sorted(x for x in lst if x[4] > BAND[1])
         if not above or any(x[4] < BAND[0] for x in lst):
             continue
+        regimes = []
+        for m, c, t, k, r, h in above:
+            inband = [x[2] for x in lst if x[1] == c and x[5] == h and x[3] == k and x[4] <= BAND[1]]
+            lo = max((x for x in inband if x < t), default=0) + 1
+            hi = min((x for x in inband if x > t), default=None)
+            regimes.append({"heads": h, "chunk": c, "cached": k, "tokens_from": lo,
+                            "tokens_to": None if hi is None else hi - 1,
+                            "shape": f"{m} step {c} {t} tokens{f' ({k} cached)' if k else ''}", "ratio": round(r, 3)})
         out.setdefault(backend, {})[fam] = {
             "shapes": len(lst), "ratio": [round(min(x[4] for x in above), 3), round(max(x[4] for x in above), 3)],
-            "above": [f"{m} step {c} {t} tokens{f' ({k} cached)' if k else ''}: {r:.3f}" for m, c, t, k, r in above]}
+            "above": [f"{m} step {c} {t} tokens{f' ({k} cached)' if k else ''}: {r:.3f}" for m, c, t, k, r, _ in above],
+            "regimes": regimes}
     return out
 
 
@@ -178,8 +191,10 @@ def render_table(rows: list[SurveyRow]) -> str:
             "# the measured peak, one within [1.00, 1.15]; each trait lists those families. A profile whose traits are\n"
             "# all listed for the backend gets peak_basis: measured. over_traits: traits measured only over the band\n"
             "# (every warm point above 1.15, none under) by the families named: peak_basis bound, with that as the reason.\n"
-            "# over_band: per family, the calibration shapes above 1.15 at their highest measured peak (idle or loaded, any\n"
-            "# repeat), none under: a measured estimate of that family says so (basis 'band').\n"
+            "# over_band: per family, the calibration shapes above 1.15 at their highest measured peak (idle, loaded or\n"
+            "# stalled, any repeat), none under, each with its regime (same heads and prefill step, the token range up to the\n"
+            "# neighbouring in-band shapes): a measured estimate inside a regime reports its band as unknown, with the shape\n"
+            "# as the reason (basis 'band': 'unknown', 'over_band').\n"
             "# tests/test_peak_basis.py checks this file is current.\n")
     return head + yaml.safe_dump(doc, sort_keys=False, width=120)
 

@@ -11,8 +11,8 @@ from dataclasses import replace
 from ..errors import InputError, OmlxProfilesError
 from ..kv.bytes import KVQuant, KVReport, kv_report
 from ..kv.replay import STEP  # mlx-lm KVCache allocation step: max_tokens searches on it first
-from ..peak.envelope import (envelope_bounds, envelope_bounds_fresh, envelope_exact_fresh, envelope_total,
-                             tight_upper)
+from ..peak.envelope import (CudaEnvelope, envelope_bounds, envelope_bounds_fresh, envelope_exact_fresh,
+                             envelope_total, tight_upper)
 from ..peak.prefill import Breakdown, Request, Verdict, prefill_peak
 from ..peak.kernels import KernelRoutes
 from ..registry.profile import Profile, past_context, require_profile
@@ -125,7 +125,16 @@ class Estimator:
             except (OmlxProfilesError, ArithmeticError):
                 return None
 
-        extra = envelope_total(new, chunk, cached, exact, upper, exact_here=here) - here
+        fresh = None
+        if fp is None:  # CUDA: E(m, 0) from the cumulative bucket bounds of peak.fast_cuda (monotone in m)
+            env = self._cuda_envelope(request, backend, mlx_version, dtype, nax)
+            if env is not None:
+                def fresh(m: int) -> int | None:
+                    try:
+                        return env.fresh(m)
+                    except (OmlxProfilesError, ArithmeticError):  # no table: the maximum over P(m) of the replay
+                        return None
+        extra = envelope_total(new, chunk, cached, exact, upper, exact_here=here, fresh=fresh) - here
         if extra <= 0:
             return bd
         terms = dict(bd.terms)
@@ -194,7 +203,8 @@ class Estimator:
             cf = self._cuda_fit(request, backend, mlx_version, dtype, nax)
             if cf is not None:  # CUDA without a prefix (peak.fast_cuda): the same decision, else 2 calls replayed
                 try:
-                    lo, hi = envelope_bounds_fresh(request.new_tokens, request.chunk, cf)
+                    env = self._cuda_envelope(request, backend, mlx_version, dtype, nax)
+                    lo, hi = envelope_bounds_fresh(request.new_tokens, request.chunk, cf, env)
                     if hi is not None and w + hi <= usable:
                         return _LazyVerdict(self, key, budget, res, usable, w, given)
                     if w + lo > usable:
@@ -202,7 +212,7 @@ class Estimator:
                     if hi is not None and hi - lo <= fit_margin(hi):
                         return _LazyVerdict(self, key, budget, res, usable, w, given, fits=False, margin=True)
                     return _LazyVerdict(self, key, budget, res, usable, w, given,
-                                        fits=w + envelope_exact_fresh(request.new_tokens, request.chunk, cf) <= usable)
+                                        fits=w + envelope_exact_fresh(request.new_tokens, request.chunk, cf, env) <= usable)
                 except (OmlxProfilesError, ArithmeticError):
                     pass
         bd = self._breakdown(key)
@@ -210,13 +220,20 @@ class Estimator:
                             fits=w + bd.held_before_bytes + bd.peak_bytes <= usable)
 
     def prepare(self, chunk: int = 2048, *, backend: str = DEFAULT_BACKEND, mlx_version: str | None = None,
-                dtype: str | None = None, nax: bool = False) -> bool:
+                dtype: str | None = None, nax: bool = False, follow_ups: bool = False) -> bool:
         """Build every per-profile bound ``fits`` decides from for this chunk size and backend now (seconds,
         once), so that no request pays for it (an engine's start-up); otherwise they are built by the first
         requests that need them. On CUDA (``peak.fast_cuda``): every full chunk call up to the model's context
         and the bucket bounds at each offset (about 1-2 s per 16 offsets for an 8B model; a profile without
         ``max_context`` builds on demand). False where ``fits`` replays every request (a profile the bounds do
-        not cover)."""
+        not cover).
+
+        ``follow_ups`` (CPU / Metal): also the lines of the shorter call after a cached prefix at every size
+        ``r`` < ``chunk`` (what the reported total after a prefix charges, ``peak.envelope.tight_upper``). Without
+        them a request after a prefix whose budget falls between its call's bucket bounds (a budget within a
+        few hundred MB of its total) builds its ``r``'s lines first (1-50 ms, once per ``r``); with them every
+        such request is microseconds. Costs ``2 x chunk`` line builds: about 1 ms each on CPU, 10-50 ms on
+        Metal (llama-3.1-8b chunk 2048 on Metal: tens of seconds)."""
         check_count("chunk", chunk, minimum=1, maximum=MAX_TOKENS)
         _check_names(backend, mlx_version, dtype)
         fp = self._fast_peak(Request(2, chunk=chunk), backend, mlx_version, dtype, nax)
@@ -231,6 +248,10 @@ class Estimator:
             return True
         try:
             fp.prepare(chunk)
+            if follow_ups:
+                for r in range(1, chunk):  # a follow-up of r + 1 tokens, and one of a chunk and r + 1
+                    for m in (r + 1, chunk + r + 1):
+                        tight_upper(fp, m, chunk, 1, self._lines)
         except (OmlxProfilesError, ArithmeticError):
             return False
         return True
@@ -285,6 +306,18 @@ class Estimator:
             self._fast[ckey] = cf
         return cf or None
 
+    def _cuda_envelope(self, request: Request, backend: str, mlx_version, dtype, nax):
+        """``peak.envelope.CudaEnvelope`` (``E(m, 0)`` on CUDA, monotone in ``m``) for this chunk size, or ``None``
+        (another backend or schedule, a peak reported unknown)."""
+        cf = self._cuda_fit(Request(request.new_tokens, chunk=request.chunk), backend, mlx_version, dtype, nax)
+        if cf is None:
+            return None
+        key = ("cuda-env", id(cf))
+        env = self._fast.get(key)
+        if env is None or env.fit is not cf:
+            env = self._fast[key] = CudaEnvelope(cf)
+        return env
+
     def _bounds(self, request: Request, backend: str, mlx_version, dtype, nax) -> tuple[int | None, int] | None:
         """(lower or ``None``, upper) bounds of the reported ``held before + peak`` (the exact replay's monotone
         envelope, ``peak.envelope``) that ``fits`` decides from, or ``None``."""
@@ -294,7 +327,8 @@ class Estimator:
             if cf is None:
                 return None
             try:
-                lo, hi = envelope_bounds_fresh(request.new_tokens, request.chunk, cf)
+                env = self._cuda_envelope(request, backend, mlx_version, dtype, nax)
+                lo, hi = envelope_bounds_fresh(request.new_tokens, request.chunk, cf, env)
             except (OmlxProfilesError, ArithmeticError):
                 return None
             return None if hi is None else (lo, hi)
@@ -325,40 +359,64 @@ class Estimator:
         KernelRoutes.for_backend(backend, mlx_version)  # a bad backend or version: an error before the search
         hi_cap = limit or self.profile.max_context or 2**22
 
-        def ok(n: int) -> bool:
+        def excess(n: int) -> int:
+            """The total at ``n`` less the usable bytes (<= 0: fits). The reported (enveloped) total is
+            monotone in the prompt, so every shorter length fits too."""
             req = Request(n, cached=cached, chunk=chunk, schedule=schedule)
-            # the reported (enveloped) total: monotone in the prompt, so every shorter length fits too
             bd = self.prefill_peak(req, backend, mlx_version, dtype=dtype, nax=nax)
-            return weights_bytes + bd.held_before_bytes + bd.peak_bytes <= usable
+            return weights_bytes + bd.held_before_bytes + bd.peak_bytes - usable
 
         lo = cached + 1
-        if lo > hi_cap or not ok(lo):
+        if lo > hi_cap:
+            return 0
+        g_prev = excess(lo)
+        if g_prev > 0:
             return 0
         # growing windows (x4 from 64k tokens): a probe replays its whole length, so probing the limit first
         # made the search cost what the limit does, not the answer (a 2^30 limit: 524,288 calls at chunk
-        # 2048 even when the budget held 100k tokens). ``prev`` fits (or is 0), ``top`` does not.
-        prev, top = 0, min(hi_cap, max(1 << 16, 2 * lo))
-        while ok(top):
+        # 2048 even when the budget held 100k tokens). ``prev`` fits, ``top`` does not.
+        prev, top = lo, min(hi_cap, max(1 << 16, 2 * lo))
+        while True:
+            g_top = excess(top)
+            if g_top > 0:
+                break
             if top >= hi_cap:
                 return hi_cap
-            prev, top = top, min(hi_cap, 4 * top)
-        # largest multiple of STEP (plus one: generate_step's last token) that fits
-        lo_k, hi_k = prev // STEP, (top - 1) // STEP
-        while lo_k < hi_k:
-            mid = (lo_k + hi_k + 1) // 2
-            if mid * STEP < lo or ok(mid * STEP):
-                lo_k = mid
-            else:
-                hi_k = mid - 1
-        a = max(lo, lo_k * STEP)
-        b = min(top, (lo_k + 1) * STEP)
-        while a < b:  # within the step
-            mid = (a + b + 1) // 2
-            if ok(mid):
-                a = mid
-            else:
-                b = mid - 1
+            prev, g_prev, top = top, g_top, min(hi_cap, 4 * top)
+        # the largest multiple of STEP that fits (where KV capacity jumps), then the largest length within
+        # its step (plus one: generate_step's last token); both searched by _bracket
+        k, g_k, k_hi, g_hi = _bracket(lambda i: excess(max(lo, i * STEP)), prev // STEP, g_prev,
+                                      (top - 1) // STEP + 1, g_top)
+        end = min(top, k_hi * STEP)  # does not fit: top, or a multiple of STEP found not to
+        a, _, _, _ = _bracket(excess, max(lo, k * STEP), g_k, end, g_top if end == top else g_hi)
         return a
+
+
+def _bracket(f, ia: int, ga: float, ib: int, gb: float | None) -> tuple[int, float, int, float]:
+    """The largest ``i`` in ``[ia, ib)`` with ``f(i) <= 0``, for ``f`` monotone with ``f(ia) <= 0 < f(ib)``
+    (``ga`` / ``gb`` their values, or estimates: they only place the probes). Regula falsi with the
+    Illinois rule, a bisection after two probes that did not halve the bracket: the total is nearly
+    linear in the prompt, so 3-6 probes where a bisection took ~20 (each probe replays the prompt)."""
+    side = stall = 0
+    while ib - ia > 1:
+        width = ib - ia
+        if gb is None or stall >= 2 or gb <= ga:
+            m, stall = (ia + ib) // 2, 0
+        else:
+            m = min(max(ia + int(-ga * width / (gb - ga)), ia + 1), ib - 1)
+        gm = f(m)
+        if gm <= 0:
+            ia, ga = m, gm
+            if side < 0 and gb is not None:
+                gb = gb / 2
+            side = -1
+        else:
+            ib, gb = m, gm
+            if side > 0:
+                ga = ga / 2
+            side = 1
+        stall = stall + 1 if 2 * (ib - ia) > width else 0
+    return ia, ga, ib, gb
 
 
 class _LazyVerdict(Verdict):

@@ -345,6 +345,9 @@ def read_quantization(top: dict, label: str) -> tuple[dict | None, str, list[str
     for key in ("quantization", "quantization_config"):
         hf = top.get(key)
         if isinstance(hf, dict) and hf.get("quant_method") is not None:
+            from ..registry.naming import check_hf_quantization
+
+            check_hf_quantization(hf, f"{label}: {key}")  # one mlx-lm cannot load is not an MLX checkpoint
             notes.append(f"{label}: {key}.quant_method = {shown(hf['quant_method'])} (Hugging Face format): weight "
                          "bits not taken from it; the KV cache is unaffected")
             return None, "", notes

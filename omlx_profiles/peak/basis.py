@@ -4,10 +4,12 @@ An under-estimate on a Mac is a frozen machine, so every peak says what it rests
 
 * ``measured`` — every *compute trait* of the model (below) has calibration points on this backend
   (``profiles/calibration/<backend>/*.yaml``) from a model family whose points are all at or above the
-  measured peak and at least one of them within [1.00, 1.15]. The number is the op model's. Where the model's own
-  family has calibration shapes above the band at their highest measured peak (idle or a loaded GPU, any repeat;
-  ``over_band`` in the traits table), the basis names them (``Basis.band``, ``over_band`` in the JSON, the table's
-  basis line): there the number is an upper bound shown by measurement, not within the band.
+  measured peak and at least one of them within [1.00, 1.15]. The number is the op model's. Where the request lies
+  in the regime of a calibration shape of its family that is above the band at its highest measured peak (idle, a
+  loaded or a stalled GPU, any repeat; the same head count and prefill step, between the neighbouring in-band
+  shapes' token counts: ``over_band.regimes`` in the traits table), the basis says the band is unknown there and
+  why (``Basis.band``; ``band: unknown`` and ``over_band`` in the JSON; the table's basis line): the number is an
+  upper bound shown by measurement, not within the band. The family's other requests are plainly measured.
 * ``derived`` — nothing with these traits was compared with a measurement on this backend, but MLX's
   source gives the backend's run-ahead rule (CUDA's graph commits, Metal's command buffers): the number is
   the larger of the op model and the op model over the **whole** run-ahead window those rules allow
@@ -118,7 +120,7 @@ class Basis:
     unmeasured: frozenset[str]
     reason: str = ""
     worst: str = ""
-    band: str = ""  # measured: the family's calibration shapes above the band, if any (``over_band``)
+    band: str = ""  # measured: why the band is unknown for this request (an over-the-band regime), else ""
 
     def as_dict(self) -> dict:
         choices = list(CONSERVATIVE_CHOICES[self.worst or self.kind])
@@ -129,6 +131,7 @@ class Basis:
         if self.reason:
             out["reason"] = self.reason
         if self.band:
+            out["band"] = "unknown"
             out["over_band"] = self.band
         return out
 
@@ -200,28 +203,41 @@ def over_band(backend: str) -> dict[str, dict]:
     return _tables(str(traits_file()))[2].get(backend, {})
 
 
-def _band_note(p: Profile, backend: str) -> str:
+def band_regime(p: Profile, backend: str, chunk: int, tokens: int) -> str:
+    """Why the band of ``p``'s measured estimate is unknown for a request of ``tokens`` in chunks of ``chunk``, or
+    "": the request lies in the regime of a calibration shape of its family measured above the band (same attention
+    head count and prefill step, between the neighbouring in-band shapes' token counts: ``over_band.regimes`` in the
+    traits table, written by the survey). Outside every regime the family's measurement in band stands."""
     from ..mlxlm.facts import MODEL_REMAPPING
 
     fam = p.mlx_model_type or ""
     ob = over_band(backend).get(fam) or over_band(backend).get(MODEL_REMAPPING.get(fam, fam))
     if not ob:
         return ""
-    above = ob.get("above") or []
-    lo, hi = (float(x) for x in ob["ratio"])
-    return (f"{len(above)} of {int(ob.get('shapes', 0))} calibration shapes of this family on {backend} came out "
-            f"{lo:.2f}-{hi:.2f} of their highest measured peak (idle or loaded), above [{BAND[0]:.2f}, {BAND[1]:.2f}], "
-            f"none under: there the number is an upper bound, not within the band ({'; '.join(above)})")
+    heads = int(p.num_heads or 0)
+    hits = [r for r in ob.get("regimes") or ()
+            if int(r["heads"]) == heads and int(r["chunk"]) == chunk and int(r["tokens_from"]) <= tokens
+            and (r.get("tokens_to") is None or tokens <= int(r["tokens_to"]))]
+    if not hits:
+        return ""
+    shapes = "; ".join(f"{r['shape']}: {float(r['ratio']):.3f}" for r in hits)
+    return (f"band unknown here: the calibration shape(s) of this family at this prefill step and head count nearest "
+            f"this request came out above [{BAND[0]:.2f}, {BAND[1]:.2f}] of their highest measured peak (idle, loaded or "
+            f"stalled GPU), none under ({shapes}): the number is an upper bound, its distance to the truth is not "
+            f"known to be within the band")
 
 
-def basis_for(p: Profile, routes: KernelRoutes, measured: frozenset[str] | None = None) -> Basis:
+def basis_for(p: Profile, routes: KernelRoutes, measured: frozenset[str] | None = None, *,
+              chunk: int | None = None, tokens: int | None = None) -> Basis:
     """``measured`` replaces the file's measured traits (the leave-one-family-out test); the over-the-band
-    table is then not used either, so a family left out is judged by the source rules alone."""
+    table is then not used either, so a family left out is judged by the source rules alone. ``chunk`` / ``tokens``
+    (a request): a measured basis says whether the request lies in an over-the-band regime (``band_regime``)."""
     traits = compute_traits(p, routes)
     have = measured_traits(routes.backend) if measured is None else measured
     missing = traits - have
     if not missing:
-        return Basis(MEASURED, traits, frozenset(), band=_band_note(p, routes.backend) if measured is None else "")
+        band = band_regime(p, routes.backend, chunk, tokens) if measured is None and chunk and tokens else ""
+        return Basis(MEASURED, traits, frozenset(), band=band)
     rule = DERIVED if routes.backend in DERIVED_BACKENDS else BOUND
     over = over_traits(routes.backend) if measured is None else {}
     if missing <= over.keys():

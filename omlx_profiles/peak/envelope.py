@@ -50,16 +50,24 @@ Why it is monotone (the argument the property tests check):
 Calibration points (no prefix, a prompt of whole chunks plus the last token: ``n = k S + 1``) are their own
 dominating point: ``E = V`` there, their est/measured unchanged.
 
-Where no fast bound exists (CUDA: graph-commit boundaries move with the length; chunked attention; a
-``bound`` basis) ``U`` is not available and ``E(n, c) = max(E(n, 0), max over P(n) of V(m, c))``: monotone in
-``n`` across blocks as above, but NOT proven in ``c`` nor within a block (CUDA's commits): said so by the
-properties' domains.
+A ``bound`` basis (unfused fp32 attention, no donation, the whole run-ahead window) has fast lines too since
+session 8 (``peak.fast``): its ``U`` terms make it monotone as above (deepseek-v2-lite on CPU fell 5.4% with the
+prefix before).
+
+CUDA (graph-commit boundaries move with the length, no line holds): without a prefix ``E(n, 0)`` is
+``CudaEnvelope.fresh``: the maximum over ``P(n)`` raised to the block's cumulative bucket bounds of
+``peak.fast_cuda`` (each above every call of its bucket wherever graphs start), monotone within a block by
+construction. Where no fast bound exists (CUDA after a prefix, a gated-DeltaNet on CUDA, chunked attention)
+``U`` is not available and ``E(n, c) = max(E(n, 0), max over P(n) of V(m, c))``: monotone in ``n`` across
+blocks as above, but NOT proven in ``c`` nor within a block (CUDA's commits): said so by the properties'
+domains.
 """
 from __future__ import annotations
 
 from bisect import bisect_left
 from typing import Callable
 
+from ..errors import OmlxProfilesError
 from .kernels import _TILED_VERSION
 
 Total = Callable[[int, int], int]  # (new tokens, cached) -> held before + peak, for the chunk at hand
@@ -79,13 +87,20 @@ def dominating_lengths(new: int, chunk: int) -> tuple[int, ...]:
 
 
 def envelope_total(new: int, chunk: int, cached: int, exact: Total, upper: Upper | None = None,
-                   exact_here: int | None = None) -> int:
+                   exact_here: int | None = None, fresh: Callable[[int], "int | None"] | None = None) -> int:
     """``E(new, cached)`` (module doc). ``exact(m, c)``: the exact total of ``m`` new tokens after ``c``
     cached (in chunks of ``chunk``); ``upper(m, c)``: the fast path's upper bound of the same, or ``None``
-    where there is none; ``exact_here``: ``exact(new, cached)`` when the caller has it already."""
-    pts = dominating_lengths(new, chunk)
+    where there is none; ``exact_here``: ``exact(new, cached)`` when the caller has it already; ``fresh(m)``:
+    ``E(m, 0)`` where the caller has a monotone one of its own (CUDA: ``CudaFit.envelope``, the cumulative
+    bucket bounds of a block), used instead of the maximum over ``P(new)`` (``None``: that maximum)."""
     here = exact(new, cached) if exact_here is None else exact_here
-    base = max(exact(m, 0) if (m, cached) != (new, 0) else here for m in pts)
+    pts = dominating_lengths(new, chunk)
+    base = fresh(new) if fresh is not None else None
+    if base is not None:
+        if not cached:
+            return base if base > here else here
+    else:
+        base = max(exact(m, 0) if (m, cached) != (new, 0) else here for m in pts)
     if not cached:
         return base
     v = max(base, here)
@@ -137,7 +152,7 @@ def tight_upper(fast, new: int, chunk: int, cached: int, memo: dict, need: int |
                 if hi_u <= need or lo_u > need:
                     return lo_u, hi_u
             if t is None:
-                if len(memo) >= 4096:
+                if len(memo) >= 1 << 14:  # every r of a few chunk sizes (``Estimator.prepare(follow_ups=True)``)
                     memo.clear()
                 q_min = c.tops[i - 1] + 1 if i else 1
                 t = memo[key] = c.model.pieces(r, chunk, "upper", q_min=q_min)[0]
@@ -186,7 +201,7 @@ def envelope_bounds(new: int, chunk: int, cached: int, fast, need: int | None = 
             if early and lo > need:
                 return lo, lo
         if m != new:
-            bm = fast.fixed_bounds(m, chunk)
+            bm = fast.fixed_bounds(m, chunk, need)
         elif cached:
             bm = fast.bounds(m, chunk, 0, need)
         else:
@@ -202,9 +217,85 @@ def envelope_bounds(new: int, chunk: int, cached: int, fast, need: int | None = 
     return lo, hi
 
 
-def envelope_bounds_fresh(new: int, chunk: int, fit) -> tuple[int, int | None]:
+def cum_upper(fit, new: int) -> int | None:
+    """``CU(new)``: the largest bucket bound (``peak.fast_cuda.CudaFit`` leaves) of the shorter calls and the
+    last tokens of every prompt in ``new``'s block up to ``new`` (``k S + 2 .. new``); 0 at ``k S + 1``; ``None``
+    where a bucket has no bound (a gated-DeltaNet's item structure changes with nearly every query count). A
+    bucket's bound is above every call in it, so ``CU`` is above the replay of every such prompt and
+    non-decreasing in ``new`` by construction. ``fit.cum_upper`` where the fit has it."""
+    own = getattr(fit, "cum_upper", None)
+    if own is not None:
+        return own(new)
+    k, r = divmod(new - 1, fit.c)
+    if not r:
+        return 0
+    fit.bounds(new)  # builds the block's leaves (and the full calls before it)
+    lv = fit._leaves[k]
+    best = 0
+    for leaves in lv[:3]:
+        for start, up in zip(leaves.starts, leaves.ups):
+            if start > r:
+                break
+            if up is None:
+                return None
+            if up > best:
+                best = up
+    return best
+
+
+class CudaEnvelope:
+    """``E(n, 0)`` on CUDA (``fresh``) from ``peak.fast_cuda.CudaFit``, for ``n = k S + 1 + r``:
+
+        E(n, 0) = max( max over m in P(n) of V(m, 0),  CU(n),  CU(k S) )
+
+    Within block ``k`` the exact replay falls where MLX's graph commits move with the query count (qwen3.5-35b-a3b,
+    chunk 52: 43 new tokens 1.305 GB, 52 new 1.293 GB); ``CU`` is the running maximum of the block's bucket
+    bounds, each above every call in its bucket, so ``E`` is non-decreasing within a block by construction and
+    never below the replay. ``CU(k S)`` (the previous block's last length) carries block ``k - 1``'s largest bound
+    into block ``k``, whose first lengths' replay can be below it: ``E(k S + 1) >= E(k S)`` wherever block
+    ``k - 1``'s ``E`` is its own ``CU`` or a ``P`` term (``k S + 1`` dominates every earlier block's replay,
+    module doc); a bound from two or more blocks back (``CU((k - 1) S)``) is not carried -- it would cost every
+    earlier block's buckets per request (seconds at 128k tokens) -- and is below the replay of ``k S + 1`` in
+    every case the properties draw (tests/test_properties_api.py): checked, not proven. Where a bucket has no
+    bound (``CU`` None: a gated-DeltaNet, whose items change structure with nearly every query count), ``E`` is
+    the maximum over ``P(n)`` alone: monotone across blocks, not within one."""
+
+    def __init__(self, fit):
+        self.fit = fit
+
+    def bounded(self, new: int) -> bool:
+        """Whether ``E(m, 0)`` comes from the bounds for every ``m <= new`` of ``new``'s block and the one before
+        (then it is non-decreasing there); False where a bucket has no bound (gated-DeltaNet)."""
+        k = (new - 1) // self.fit.c
+        return cum_upper(self.fit, new) is not None and (k == 0 or cum_upper(self.fit, k * self.fit.c) is not None)
+
+    def fresh(self, new: int) -> int:
+        """``E(new, 0)``. Where the bounds exist it needs no call of ``new`` itself: its replay is at most its full
+        calls' part or ``CU(new)`` (its shorter call and its last token are in buckets ``CU`` covers), so
+        ``Estimator.fits`` decides from table look-ups (``CudaFit``'s ``P(n)`` terms are exact once prepared)."""
+        fit = self.fit
+        k, r = divmod(new - 1, fit.c)
+        fit.bounds(new)  # the full calls up to this block (and its buckets): tables, built once
+        cu = cum_upper(fit, new)
+        prev = cum_upper(fit, k * fit.c) if k and cu is not None else 0
+        others = [m for m in dominating_lengths(new, fit.c) if m != new]
+        if cu is None or prev is None:
+            return max(fit.exact(m) for m in others + [new])
+        v = max(cu, prev, fit._full_part(k, r) or 0, fit.exact(new) if not r else 0)
+        for m in others:
+            e = fit.exact(m)
+            if e > v:
+                v = e
+        return v
+
+
+def envelope_bounds_fresh(new: int, chunk: int, fit, env: "CudaEnvelope | None" = None) -> tuple[int, int | None]:
     """``envelope_bounds`` without a prefix from per-length bounds ``fit.bounds(m) -> (lower, upper or None)``
-    (``peak.fast_cuda.CudaFit``): the request's own lower bound, the largest upper bound over ``P(n)``."""
+    (``peak.fast_cuda.CudaFit``): the request's own lower bound, the largest upper bound over ``P(n)``; with
+    ``env`` (``CudaEnvelope``: what the API reports on CUDA), its ``E(n, 0)`` twice."""
+    if env is not None:
+        e = env.fresh(new)
+        return e, e
     lo, hi = fit.bounds(new)
     for m in dominating_lengths(new, chunk):
         if m != new and hi is not None:
@@ -213,8 +304,11 @@ def envelope_bounds_fresh(new: int, chunk: int, fit) -> tuple[int, int | None]:
     return lo, hi
 
 
-def envelope_exact_fresh(new: int, chunk: int, fit) -> int:
-    """``E(new, 0)`` from ``fit.exact(m)`` (the exact total of ``m`` new tokens without a prefix)."""
+def envelope_exact_fresh(new: int, chunk: int, fit, env: "CudaEnvelope | None" = None) -> int:
+    """``E(new, 0)`` from ``fit.exact(m)`` (the exact total of ``m`` new tokens without a prefix), or
+    ``env.fresh(new)`` (``CudaEnvelope``)."""
+    if env is not None:
+        return env.fresh(new)
     return max(fit.exact(m) for m in dominating_lengths(new, chunk))
 
 
@@ -230,6 +324,29 @@ class MonotonePeak:
         self._memo: dict[tuple[int, int, int], int] = {}
         self._lines: dict = {}  # tight_upper's shorter-call lines
         self._gen = _TILED_VERSION[0]
+        self._cuda: dict = {}  # chunk -> CudaEnvelope (CUDA), or False
+
+    def _cuda_fit(self, chunk: int):
+        """``E(m, 0)`` on CUDA for this chunk size (``CudaEnvelope`` of ``peak.fast_cuda.CudaFit`` at the facade's KV
+        width); ``None`` on another backend or where the peak is unknown."""
+        cf = self._cuda.get(chunk)
+        if cf is None:
+            cf = False
+            f = self.fast
+            if f.routes.executor.graph_commit is not None and not f._unknown:
+                from .basis import MEASURED, basis_for
+                from .fast_cuda import CudaFit
+
+                b = basis_for(f.profile, f.routes)
+                try:
+                    cf = CudaEnvelope(CudaFit(f.profile, f.routes, chunk, f.dtype, f.nax, f.kv_scale,
+                                              None if b.kind == MEASURED else (b.worst or b.kind)))
+                except OmlxProfilesError:
+                    cf = False
+            if len(self._cuda) >= 64:
+                self._cuda.clear()
+            self._cuda[chunk] = cf
+        return cf or None
 
     def peak(self, new: int, chunk: int, cached: int = 0) -> int:
         key = (new, chunk, cached)
@@ -248,7 +365,9 @@ class MonotonePeak:
             return f.peak(m, chunk, c) + (f._prefix(c, chunk) if c else 0)
 
         upper = None if f.exact_only else (lambda m, c: tight_upper(f, m, chunk, c, self._lines))
-        v = envelope_total(new, chunk, cached, exact, upper) - prefix
+        cf = self._cuda_fit(chunk) if f.exact_only else None
+        fresh = cf.fresh if cf else None
+        v = envelope_total(new, chunk, cached, exact, upper, fresh=fresh) - prefix
         if v < 0:
             v = 0
         if len(self._memo) >= 1 << 16:

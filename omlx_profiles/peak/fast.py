@@ -176,16 +176,15 @@ class FastPeak:
             for ph in set(c.phases[0][1:]):
                 for r in range(2, chunk):
                     self._short_phase(c, chunk, ph, r)
-        # the envelope's prefix-free terms (``fixed_bounds``) of every block up to the context
-        top = self.profile.max_context or (1 << 17)
-        for m in {1, 2, chunk, chunk + 1} | {k * chunk + d for k in range(1, top // chunk + 1) for d in (1, 2)}:
-            if m <= top:
-                self.fixed_bounds(m, chunk)
 
-    def fixed_bounds(self, new_tokens: int, chunk: int) -> tuple[int | None, int] | None:
+    def fixed_bounds(self, new_tokens: int, chunk: int, need: int | None = None) -> tuple[int | None, int] | None:
         """``bounds(new_tokens, chunk)`` without a prefix, fully refined (``need`` None), memoized: the envelope's
         prefix-free terms other than the request's own (1, 2, a chunk, ``k S + 1``, ``k S + 2``: a few per chunk
-        size, asked again by every request of the same block; ``prepare`` builds them up to the context)."""
+        size, asked again by every request of the same block: microseconds from the prepared lines). Where
+        ``need`` falls between bounds wider than ``Estimator.fits``'s margin (64 KiB or 1/65,536 of the upper;
+        chunks that are not whole 256-row steps, where the last token's lines charge the worst layout, or of fewer
+        than 256 rows), the exact total instead, kept: one replay per such length, once (not by ``prepare``: a
+        chunk of 64 has 2,048 blocks in 131k tokens)."""
         key = (new_tokens, chunk)
         if _TILED_VERSION[0] != self._tiled_gen:
             self._chunk(chunk, True)  # clears every table built under the old kernels
@@ -195,6 +194,10 @@ class FastPeak:
             if len(self._fixed) >= _MEMO:
                 self._fixed.clear()
             self._fixed[key] = v
+        if v is not None and need is not None and (v[0] is None or v[0] <= need) and need < v[1] and \
+                (v[0] is None or v[1] - v[0] > max(1 << 16, v[1] >> 16)):
+            e = self._exact(new_tokens, chunk, 0)  # no prefix: held before is 0, the total is the peak
+            v = self._fixed[key] = (e, e)
         return v
 
     def total_bound(self, new_tokens: int, chunk: int, cached: int = 0) -> int | None:

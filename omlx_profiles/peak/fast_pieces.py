@@ -17,6 +17,30 @@ FAR = 1 << 16  # the second sample of an unbounded piece: this many tokens past 
 INF = float("inf")
 
 
+#: The point-sampled bounds (``peak.fast_short``, ``peak.fast_top``): coarse points this many query counts apart,
+GAP = 32
+#: a segment halved while its bounds are more than this apart, or half of ``Estimator.fits``'s margin where that is
+#: more (1/65,536 of the total: a DeepSeek-V3's unfused 128-head scores need 4- to 8-query gaps at long prompts).
+BAND = 32 << 10
+
+
+def too_wide(lo: int | None, up: int) -> bool:
+    """The bounds of a point between two samples are too far apart for ``Estimator.fits`` (``BAND``)."""
+    return lo is None or up - lo > max(BAND, up >> 17)
+
+
+def halved(pts: list[int], wide, depth: int) -> list[int]:
+    """``pts`` (sorted query counts) with the midpoint of every gap added where ``wide(pts, mid)`` says the bounds
+    there are too far apart, pass after pass, at most ``depth`` passes (each pass judged on the points before it:
+    the answer does not depend on what was asked before). One rule for ``fast_short`` and ``fast_top``."""
+    for _ in range(depth):
+        more = [r for x, y in zip(pts, pts[1:]) if y - x >= 2 and wide(pts, r := (x + y) // 2)]
+        if not more:
+            break
+        pts = sorted(set(pts) | set(more))
+    return pts
+
+
 class Pieces:
     """A piecewise-linear function of the offset: ``starts[i]`` opens piece ``i``, whose value is the
     maximum of its lines ``a + b * off`` (floats; the answer is rounded up). Non-decreasing in ``off`` by

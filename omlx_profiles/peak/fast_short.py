@@ -24,11 +24,9 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable
 
-GAP = 32  # query counts between the first points of an interval
-BAND = 32 << 10  # a segment is halved while its bounds are more than this apart, or half of ``Estimator.fits``'s
-# margin where that is more (1/65,536 of the total: a DeepSeek-V3's unfused 128-head scores need 8-query gaps
-# at 64 KiB, their totals are tens of GB)
-DEPTH = 5  # ... at most this many times (32 -> 1: every count a point)
+from .fast_pieces import GAP, halved, too_wide
+
+DEPTH = 5  # a segment is halved (``fast_pieces.halved``) at most this many times (32 -> 1: every count a point)
 
 
 class ShortCalls:
@@ -73,19 +71,7 @@ class ShortCalls:
         pts = self._seg.get(j)
         if pts is not None:
             return pts
-        pts = [self.coarse[j], self.coarse[j + 1]]
-        for _ in range(DEPTH):
-            more = []
-            for x, y in zip(pts, pts[1:]):
-                if y - x < 2:
-                    continue
-                r = (x + y) // 2
-                lo, up = self._eval(j, pts, r)
-                if lo is None or up - lo > max(BAND, up >> 17):
-                    more.append(r)
-            if not more:
-                break
-            pts = sorted(set(pts) | set(more))
+        pts = halved([self.coarse[j], self.coarse[j + 1]], lambda ps, r: too_wide(*self._eval(j, ps, r)), DEPTH)
         self._seg[j] = pts
         return pts
 

@@ -25,10 +25,9 @@ from ..kv.replay import STEP
 from .fast_lines import CallModel
 from .fast_pieces import Pieces
 
-GAP = 32  # query counts between the coarse points
-BAND = 32 << 10  # a coarse segment is halved while its bounds are more than this apart, or half of
-# Estimator.fits's margin where that is more (1/65,536 of the total)
-DEPTH = 3  # ... at most this many times (a DeepSeek-V3's 128 heads want 4-query gaps at long prompts)
+from .fast_pieces import GAP, halved, too_wide
+
+DEPTH = 3  # a coarse segment is halved (``fast_pieces.halved``, judged at three offsets) at most this many times
 
 
 class TopStep:
@@ -89,20 +88,8 @@ class TopStep:
         pts = [self.coarse[j], self.coarse[j + 1]]
         if self._point(pts[0])[2] == self._point(pts[1])[2]:
             S = self.S
-            for _ in range(DEPTH):
-                more = []
-                for x, y in zip(pts, pts[1:]):
-                    if y - x < 2:
-                        continue
-                    r = (x + y) // 2
-                    for off in (S, 16 * S, 64 * S):
-                        lo, up = self._eval(j, pts, r, off)
-                        if lo is None or up - lo > max(BAND, up >> 17):
-                            more.append(r)
-                            break
-                if not more:
-                    break
-                pts = sorted(set(pts) | set(more))
+            pts = halved(pts, lambda ps, r: any(too_wide(*self._eval(j, ps, r, off)) for off in (S, 16 * S, 64 * S)),
+                         DEPTH)
         for q in pts:  # the last halving's points too: a prepared step builds nothing on a request
             self._point(q)
         self._seg[j] = pts

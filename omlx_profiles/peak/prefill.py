@@ -66,7 +66,7 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
     why = unverified_peak(profile, kr)
     if why:
         raise UnsupportedError(why)
-    b = basis_for(profile, kr, measured)
+    b = basis_for(profile, kr, measured, chunk=request.chunk, tokens=request.tokens)
     bd = _prefill_peak(profile, request, kr, dtype, nax, all_calls, kv_scale=kv_scale)
     if b.kind != MEASURED and apply_basis:
         why = no_bound_reason(profile, kr)

@@ -51,6 +51,7 @@ class _Compiled:
     """The table with every regex compiled once, anchored the way the loop uses it."""
 
     def __init__(self, t: NamingTable):
+        self.table = t
         self.refuse = [(re.compile(r.match, re.IGNORECASE), r) for r in t.refuse]
         self.suffixes = [(re.compile(rf"(?:^|[-_.])(?:{s.token})$", re.IGNORECASE), s) for s in t.suffixes]
         self.variants = [re.compile(rf"[-_.](?:{v.token})$", re.IGNORECASE) for v in t.variants]
@@ -157,6 +158,24 @@ def check_mlx_id(query: str) -> None:
             raise NotMLXCheckpointError(query, rule.what, rule.why)
 
 
+def check_hf_quantization(q: dict, where: str) -> None:
+    """Raise ``NotMLXCheckpointError`` for a Hugging Face ``quantization_config`` mlx-lm does not load
+    (``hf_quant_methods`` in the naming table): an 8-bit AWQ or a bitsandbytes config was noted as
+    "weight bits not taken from it" and estimated as if mlx-lm could run it."""
+    t = _table().table
+    method = q.get("quant_method")
+    if not t.hf_quant_methods:
+        return
+    known = {m.method: m for m in t.hf_quant_methods}
+    rule = known.get(method) if isinstance(method, str) else None
+    if rule is None:
+        raise NotMLXCheckpointError(where, f"quantized with quant_method {str(method)[:40]!r}", t.hf_quant_refused)
+    bits = q.get("bits", 4 if rule.bits else None)
+    if rule.bits and bits not in rule.bits:
+        raise NotMLXCheckpointError(where, f"quantized with {method} at {str(bits)[:20]} bits",
+                                    f"mlx-lm loads {method} at {', '.join(map(str, rule.bits))} bits only: {rule.why}")
+
+
 def parse_id(query: str) -> ParsedId:
     """Split ``query`` (an id, a repo name or a local path) into checkpoint stems and storage. Pure."""
     check_mlx_id(query)
@@ -253,4 +272,5 @@ def _quant(found: list[tuple[_Suffix, re.Match]]) -> NameQuant:
     return NameQuant(tuple(out), float_bits, tuple(markers), tuple(tokens), assumed, keeps, tuple(notes))
 
 
-__all__ = ["NameQuant", "ParsedId", "StoragePart", "check_mlx_id", "naming_file", "parse_id"]
+__all__ = ["NameQuant", "ParsedId", "StoragePart", "check_hf_quantization", "check_mlx_id", "naming_file",
+           "parse_id"]

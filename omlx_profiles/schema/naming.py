@@ -64,9 +64,17 @@ class _Refuse(_Strict):
         return _regex(v)
 
 
+class _HFMethod(_Strict):
+    method: str
+    bits: list[Literal[2, 3, 4, 5, 6, 8]] | None = None  # the bits mlx-lm accepts (None: whatever the file says)
+    why: str
+
+
 class NamingTable(_Strict):
     version: Literal[1]
     refuse: list[_Refuse] = Field(default_factory=list)
+    hf_quant_methods: list[_HFMethod] = Field(default_factory=list)
+    hf_quant_refused: str = ""
     suffixes: list[_Suffix]
     prefixes: list[_Variant] = Field(default_factory=list)
     variants: list[_Variant] = Field(default_factory=list)
