@@ -194,7 +194,9 @@ def chart_series(res, args) -> list:
     # Bounded as the single-model chart is: ranks that hold the same layers (every rank of --parallel
     # tensor) are replayed once, and the points scale down with the layers replayed in all (never below
     # 24). 64 tensor ranks of a 256-layer model replayed 64 x 160 points: minutes of CPU.
-    distinct = {repr(v.profile): v.profile for v in views}
+    from ..sharding.report import replay_key
+
+    distinct = {replay_key(v.profile): v.profile for v in views}
     layers = sum(len(p.layer_names) for p in distinct.values())
     n, top, lo = min(args.points, max(24, POINT_LAYERS // max(1, layers))), args.max_tokens, opts.cached + 1
     xs = sorted({max(lo, (top * i // n) // STEP * STEP) for i in range(1, n + 1)} | {lo, top})
@@ -214,7 +216,7 @@ def chart_series(res, args) -> list:
     for v, w in zip(views, weights):
         ws, kv, tr = [], [], []
         act = DTYPE_BYTES[opts.dtype or v.profile.dtype]
-        key = repr(v.profile)
+        key = replay_key(v.profile)
         for b in peaks[key]:
             k = b.held_before_bytes + b.terms.get("kv_resident", 0) + b.terms.get("kv_growth", 0)
             c = comm_bytes(v, opts.spec, b.peak_q_len, res.profile.hidden_size, act)
