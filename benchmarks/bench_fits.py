@@ -24,8 +24,8 @@ Two budgets per request:
 
 Columns: mean / p50 / p99 / max per call (us, wall), cpu max (the largest per-call CPU time, us: the process's own
 time, without the scheduler's slices of a loaded machine, which put single wall-clock calls at 10-70 ms), the facade's repeated-length call (us), p50 / facade, mean / facade,
-replays (requests decided by the exact replay, ms each, and exact totals the bounds computed on the way -- a block's
-``k S + 1`` term where its bounds are wide, once; on CUDA also the lengths whose shorter call and / or last
+replays (requests that replayed anything: the request itself, ms, and exact totals the bounds computed on the way --
+a block's ``k S + 1`` term where its bounds are wide, once; on CUDA also the lengths whose shorter call and / or last
 token ``peak.fast_cuda`` replays, a few ms each: a prompt without a prefix), margin (refused by the documented margin while the
 exact total fits: the only verdicts that differ from the exact replay's), wrong (any other difference: must
 be 0), prepare (seconds, once per chunk size and backend: the row's chunk sizes not prepared by an earlier row).
@@ -120,15 +120,15 @@ def _row(p, backend: str, reqs: list[Request], budgets: list[int], exact: list[i
     for k, v in e._fast.items():
         if v and k[0] == "cuda-fit":
             v._exact.clear()  # lengths a previous row replayed: this row pays for its own
-    cuda0 = _cuda_replays(e)
-    fixed0 = _fixed_replays(e)
-    times, cpu, margin, wrong = [], [], 0, 0
+    times, cpu, margin, wrong, replays = [], [], 0, 0, 0
     for req, b, tot in zip(reqs, budgets, exact):
+        before = len(e._memo) + _cuda_replays(e) + _fixed_replays(e)
         c = time.process_time()
         t = time.perf_counter()
         v = e.fits(req, b, weights_bytes=WEIGHTS, reserve=0, backend=backend)
         times.append(time.perf_counter() - t)
         cpu.append(time.process_time() - c)
+        replays += len(e._memo) + _cuda_replays(e) + _fixed_replays(e) > before  # this request replayed something
         if v.fits != (tot <= b):
             if not v.fits and getattr(v, "margin", False):
                 margin += 1
@@ -136,7 +136,6 @@ def _row(p, backend: str, reqs: list[Request], budgets: list[int], exact: list[i
                 wrong += 1
     times.sort()
     mean = statistics.fmean(times) * 1e6
-    replays = len(e._memo) + _cuda_replays(e) - cuda0 + _fixed_replays(e) - fixed0
     return (mean, times[len(times) // 2] * 1e6, times[int(len(times) * 0.99)] * 1e6, times[-1] * 1e6,
             max(cpu) * 1e6, replays, margin, wrong, prep)
 
