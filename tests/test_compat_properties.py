@@ -9,9 +9,10 @@ mechanism. So, for every input the strategies generate:
 * never below the exact model (``prefill_peak`` of the same request) -- the fast path is an upper bound,
   whatever capacity phase the request's history left the caches in (issue 14 found the fast path's
   "envelope minus prefix" 30 MiB below zero for small chunks);
-* monotone: a longer prompt never peaks lower (not CUDA within a chunk's block of lengths), the prefix's KV + the peak over it never falls
-  as the prefix grows (where the fast path has bounds: not CUDA), a chunk over more keys never costs less (not
-  CUDA): the facade reports the monotone envelope of its answers (peak/envelope.py).
+* monotone: a longer prompt never peaks lower (cpu / metal; CUDA without a prefix where ``peak.fast_cuda`` has
+  bucket bounds, i.e. not a gated-DeltaNet: ``cuda_bounded``), the prefix's KV + the peak over it never falls as
+  the prefix grows (where the fast path has bounds: not CUDA, not a ``bound`` basis), a chunk over more keys never
+  costs less (not CUDA): the facade reports the monotone envelope of its answers (peak/envelope.py).
 """
 from __future__ import annotations
 
