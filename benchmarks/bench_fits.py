@@ -103,7 +103,8 @@ def _cuda_replays(e: Estimator) -> int:
 
 def _fixed_replays(e: Estimator) -> int:
     """Exact totals FastPeak computed (``fixed_bounds``' once-per-block fallback, lazily built points): replays too."""
-    return sum(v._exact.cache_info().currsize for k, v in e._fast.items() if v and k[0] != "cuda-fit")
+    return sum(v._exact.cache_info().currsize for k, v in e._fast.items()
+               if v and k[0] != "cuda-fit" and hasattr(getattr(v, "_exact", None), "cache_info"))
 
 
 def _row(p, backend: str, reqs: list[Request], budgets: list[int], exact: list[int], fast: dict,
