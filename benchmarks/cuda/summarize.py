@@ -363,6 +363,20 @@ def traced_calibration(results: str, ids: dict, header: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# The DeepSeek-family / GDN traced sessions: for each flag, the calibration files it writes, from which traces,
+# under which header (idle and loaded / stalled runs go to separate files).
+TRACED_SESSIONS = {
+    "s8": ((CALIB_S8_STALL, "commits_s8stall.json,commits_s8stall2.json", S8_HEADER),
+           (CALIB_S8_STALL_HOG, "commits_s8stallhog.json", S8_HOG_HEADER)),
+    "s7": ((CALIB_S7, "commits_s7idle.json", S7_HEADER),
+           (CALIB_S7_HOG, "commits_s7hog.json", S7_HOG_HEADER)),
+    "s6": ((CALIB_S6, "commits_dsv3s6.json,commits_kimis6.json,commits_dsv32s6.json,commits_gdns6.json", S6_HEADER),
+           (CALIB_S6_HOG, "commits_gdnhogs6.json,commits_dsv3hogs6.json", S6_HOG_HEADER)),
+    "s5": ((CALIB_S5, "commits_dsv32s5.json", S5_HEADER),
+           (CALIB_S5_HOG, "commits_gdnhog.json", S5_HOG_HEADER)),
+}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tables", action="store_true")
@@ -376,28 +390,9 @@ def main():
     ap.add_argument("--s7", action="store_true", help="session 7 (issue 14, s7-mla): DeepSeek-V3 family, warm repeats")
     ap.add_argument("--s8", action="store_true", help="session 8 (issue 14, s8-mla): the stalled condition")
     args = ap.parse_args()
-    if args.s8:
-        for path, res, head in ((CALIB_S8_STALL, "commits_s8stall.json,commits_s8stall2.json", S8_HEADER),
-                                (CALIB_S8_STALL_HOG, "commits_s8stallhog.json", S8_HOG_HEADER)):
-            path.write_text(traced_calibration(res, NEVERUNDER_IDS, head))
-            print("wrote", path.relative_to(ROOT))
-        return
-    if args.s7:
-        for path, res, head in ((CALIB_S7, "commits_s7idle.json", S7_HEADER),
-                                (CALIB_S7_HOG, "commits_s7hog.json", S7_HOG_HEADER)):
-            path.write_text(traced_calibration(res, NEVERUNDER_IDS, head))
-            print("wrote", path.relative_to(ROOT))
-        return
-    if args.s6:
-        for path, res, head in ((CALIB_S6, "commits_dsv3s6.json,commits_kimis6.json,commits_dsv32s6.json,commits_gdns6.json",
-                                 S6_HEADER),
-                                (CALIB_S6_HOG, "commits_gdnhogs6.json,commits_dsv3hogs6.json", S6_HOG_HEADER)):
-            path.write_text(traced_calibration(res, NEVERUNDER_IDS, head))
-            print("wrote", path.relative_to(ROOT))
-        return
-    if args.s5:
-        for path, res, head in ((CALIB_S5, "commits_dsv32s5.json", S5_HEADER),
-                                (CALIB_S5_HOG, "commits_gdnhog.json", S5_HOG_HEADER)):
+    sessions = [s for s in TRACED_SESSIONS if getattr(args, s)]
+    if sessions:
+        for path, res, head in TRACED_SESSIONS[sessions[0]]:
             path.write_text(traced_calibration(res, NEVERUNDER_IDS, head))
             print("wrote", path.relative_to(ROOT))
         return
