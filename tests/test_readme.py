@@ -108,3 +108,30 @@ def test_the_example_check_sees_a_wrong_output():
     assert readme_examples.drift(good) == []
     bad = readme_examples.drift(good.replace("true", "false"))
     assert len(bad) == 1 and bad[0][1] == ["{", '  "fits": true', "}"]
+
+
+_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+_REPO_PATH = re.compile(r"`((?:omlx_profiles|profiles|schema|tests|benchmarks|docs|tools)/[^`\s*<>{}]+)`")
+
+
+def _missing_paths(doc: Path, text: str) -> list[str]:
+    """Relative links and backticked repository paths of ``doc`` that name no file or folder (a path written
+    from inside the package, ``schema/traits.py``, is looked up under omlx_profiles/ too)."""
+    out = []
+    for m in _LINK.finditer(text):
+        if "://" not in m.group(1) and not m.group(1).startswith("mailto:") and not (doc.parent / m.group(1)).exists():
+            out.append(f"{doc.name}: link {m.group(1)}")
+    for m in _REPO_PATH.finditer(text):
+        p = re.sub(r"::.*$", "", m.group(1)).rstrip(".,:;")
+        if not (ROOT / p).exists() and not (ROOT / "omlx_profiles" / p).exists():
+            out.append(f"{doc.name}: path {p}")
+    return out
+
+
+def test_doc_links_and_paths_exist():
+    """Every relative link and every backticked repository path in README.md and docs/*.md exists (session 8
+    checked them by hand and found a stale one); the checker sees a broken one."""
+    bad = [b for doc in DOCS for b in _missing_paths(doc, doc.read_text(encoding="utf-8"))]
+    assert not bad, bad
+    assert _missing_paths(ROOT / "README.md", "[x](docs/no-such.md) `tests/no_such_test.py`") == [
+        "README.md: link docs/no-such.md", "README.md: path tests/no_such_test.py"]
