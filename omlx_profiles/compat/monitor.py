@@ -56,8 +56,8 @@ def _check_construction(max_kv_cache_memory, check_interval, eviction_enabled, m
         raise ValueError(f"check_interval must be a finite number of seconds >= 0, got {check_interval!r:.40}")
     if not isinstance(eviction_enabled, bool):
         raise ValueError(f"eviction_enabled must be True or False, got {eviction_enabled!r:.40}")
-    if max_memory is not None and not (_real(max_memory) and 0 < max_memory <= MAX_BYTES):
-        raise ValueError(f"max_memory must be a positive number of bytes up to {MAX_BYTES:,} or None, "
+    if max_memory is not None and not (_real(max_memory) and 0 <= max_memory <= MAX_BYTES):  # 0: unknown, as the seed's
+        raise ValueError(f"max_memory must be a number of bytes from 0 to {MAX_BYTES:,} or None, "
                          f"got {max_memory!r:.40}")
 
 
