@@ -126,7 +126,8 @@ def test_max_tokens_is_the_longest_prompt_whose_total_fits(est, budget):
     assert est.max_tokens(budget, weights_bytes=w, limit=4 * mt, backend="cpu") == mt
 
 
-def test_max_tokens_probes_follow_the_answer_not_the_limit(est, monkeypatch):
+def test_max_tokens_probes_follow_the_answer_not_the_limit(monkeypatch):
+    est = op.Estimator(op.default_registry().resolve(MODEL).profile)  # a fresh one: the search's probes are memoized
     seen = []
     real = est.prefill_peak
     monkeypatch.setattr(est, "prefill_peak", lambda r, *a, **k: seen.append(r.tokens) or real(r, *a, **k))

@@ -148,12 +148,20 @@ def _run(argv: list[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
-    from ..kv.work import work_limit
+    from ..kv.work import OutOfTime, deadline, work_limit
 
+    seconds = None
     try:
-        with work_limit():  # every command finishes or refuses within seconds (kv/work.py)
+        seconds = command_seconds(args)
+        # every command finishes or refuses within seconds (kv/work.py): a budget of replayed calls, priced
+        # per backend, refuses what is known to be too much up front; the CPU deadline stops the rest
+        with work_limit(), deadline(seconds):
             _check_requires(args)
             return int(args.func(args) or 0)
+    except OutOfTime:
+        _say(f"error: this command took more than {seconds:g} s of CPU and was stopped (the CLI's resource "
+             f"bound, docs/errors.md){_slow_hint(args)}; {SECONDS_ENV}=0 lifts the bound")
+        return EXIT_USAGE
     except ProfileError as e:
         for issue in e.issues[:MAX_ISSUES]:
             _say(f"error: {issue}")
@@ -193,6 +201,43 @@ def _run(argv: list[str] | None) -> int:
         return EXIT_USAGE
     except Exception as e:  # the last line of defence: no traceback for users
         return _internal(e)
+
+
+#: CPU seconds one command may take (``kv.work.deadline``). The answered commands of the registry sweep take
+#: at most a few (docs/errors.md, "Limits"); past it the command stops with a sentence, never a hang. The
+#: commands that run MLX (``calibrate``, ``verify-module``, ``--verify``) measure real prefills and are not
+#: bounded. ``OMLX_PROFILES_CPU_SECONDS`` changes it (0: no bound).
+COMMAND_SECONDS = 15.0
+SECONDS_ENV = "OMLX_PROFILES_CPU_SECONDS"
+UNBOUNDED_COMMANDS = ("calibrate", "verify-module")
+
+
+def command_seconds(args) -> float | None:
+    if getattr(args, "command", None) in UNBOUNDED_COMMANDS or getattr(args, "verify", False):
+        return None
+    raw = os.environ.get(SECONDS_ENV, "").strip()
+    if not raw:
+        return COMMAND_SECONDS
+    try:
+        v = float(raw)
+    except ValueError:
+        raise InputError(f"{SECONDS_ENV} must be a number of seconds (0: no bound), got {raw!r:.40}") from None
+    if v != v or v < 0:
+        raise InputError(f"{SECONDS_ENV} must be a number of seconds >= 0 (0: no bound), got {raw!r:.40}")
+    return v or None
+
+
+def _slow_hint(args) -> str:
+    """What makes a command slow, from its own options: where to cut."""
+    hints = []
+    chunk = getattr(args, "chunk", None)
+    if isinstance(chunk, int) and chunk < 512:
+        hints.append(f"a larger --chunk than {chunk}")
+    if getattr(args, "backend", None) == "cuda":
+        hints.append("fewer tokens (on cuda every prefill call walks its graph commits, ~3 ms each)")
+    if getattr(args, "command", None) == "chart":
+        hints.append("fewer models, ranks or --max-tokens")
+    return ("; try " + ", ".join(hints)) if hints else ""
 
 
 #: One message is one readable line: a value quoted from a hostile file (a 1 MB tensor name, a dtype that

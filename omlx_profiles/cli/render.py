@@ -291,6 +291,10 @@ def render_estimate(est: dict) -> str:
     return "\n".join(out)
 
 
+#: why "memory alone would allow" can be a lower bound (estimate/fit.memory_beyond)
+PAST_CONTEXT_CUT = "the search past the context has a small work budget (on cuda a few hundred calls)"
+
+
 def render_fit(fit: dict) -> str:
     """The longest context for a budget, the breakdown there, and the step that no longer fits."""
     at = fit["at_max"]
@@ -308,8 +312,12 @@ def render_fit(fit: dict) -> str:
     out.append(f"longest context that fits: {tokens(mt)} tokens")
     if fit.get("max_context") and mt >= fit["max_context"]:
         more = fit.get("memory_max_tokens")
-        out.append(f"  (the model's max_context is {tokens(fit['max_context'])}: memory is not what limits it"
-                   + (f"; memory alone would allow {tokens(more)})" if more and more > mt else ")"))
+        if fit.get("memory_max_tokens_exact", True):
+            beyond = f"; memory alone would allow {tokens(more)})" if more and more > mt else ")"
+        else:  # the search past the context stopped at its work bound (estimate/fit.PAST_CONTEXT_CALLS)
+            beyond = (f"; memory alone would allow at least {tokens(more)}: {PAST_CONTEXT_CUT})" if more and more > mt
+                      else f"; how far memory alone would go was not searched: {PAST_CONTEXT_CUT})")
+        out.append(f"  (the model's max_context is {tokens(fit['max_context'])}: memory is not what limits it" + beyond)
     out.append("")
     out.append(table(estimate_rows({**at, "budget_bytes": None}), [f"at {mt:,} tokens", "size", "bytes", "share"],
                      "lrrr"))

@@ -158,14 +158,26 @@ def run_fit(args) -> int:
     opts = _options(args, _budgets(args))
     cached_within_context(res, opts.cached)
     views, weights = _weights(res, args, opts)
-    fit = sharded_fit(res, opts, weights, views)
-    mc = res.profile.max_context
-    fit["memory_max_tokens"] = fit["max_tokens"]
-    if mc and fit["max_tokens"] and fit["max_tokens"] > mc:  # the headline never passes the model's context
-        from ..sharding import sharded_estimate
+    from ..estimate import fit as fit_module
+    from ..estimate.fit import search_limit
+    from ..kv.work import WorkExceeded, work_limit
 
-        fit["max_tokens"] = mc
-        fit["at_max"] = sharded_estimate(res, opts, mc, weights, views)
+    # the headline never passes the model's context: search to it first; only if every rank holds it, how far
+    # memory alone goes (information) within a work bound, as the single fit (estimate/fit.memory_beyond): the
+    # search to 4 x the context on CUDA was refused by the replay budget or ran for tens of seconds
+    mc = res.profile.max_context
+    full = search_limit(mc, opts.chunk)
+    fit = sharded_fit(res, opts, weights, views, limit=min(mc, full) if mc else None)
+    fit["memory_max_tokens"], fit["memory_max_tokens_exact"] = fit["max_tokens"], True
+    if mc and fit["max_tokens"] and fit["max_tokens"] >= mc and full > mc:
+        fit["memory_max_tokens_exact"] = False
+        try:
+            with work_limit(fit_module.PAST_CONTEXT_CALLS) as box:
+                more = sharded_fit(res, opts, weights, views, limit=full, breakdowns=False)
+            fit["memory_max_tokens"], fit["memory_max_tokens_exact"] = more["max_tokens"], True
+        except WorkExceeded as e:
+            if e.box is not box:
+                raise
     if args.json:
         print_json(fit)
     else:
@@ -201,7 +213,10 @@ def chart_series(res, args) -> list:
     layers = sum(len(p.layer_names) for p in distinct.values())
     n, top, lo = min(args.points, max(24, POINT_LAYERS // max(1, layers))), args.max_tokens, opts.cached + 1
     xs = sorted({max(lo, (top * i // n) // STEP * STEP) for i in range(1, n + 1)} | {lo, top})
-    fit = sharded_fit(res, opts, weights, views) if budgets else None
+    # the budget marker within the axis or the model's context (as the single chart's): past it the search is
+    # fit's question, and on CUDA it was refused by the replay budget
+    fit = (sharded_fit(res, opts, weights, views, limit=max(args.max_tokens, res.profile.max_context or 0),
+                       breakdowns=False) if budgets else None)
     from ..dtypes import DTYPE_BYTES
 
     from ..estimate.fit import basis_notes, sample_points
@@ -308,7 +323,12 @@ def render_sharded_fit(fit: dict) -> str:
                    f"{fit['cached'] + 1}-token prompt")
     else:
         mem = fit.get("memory_max_tokens") or fit["max_tokens"]
-        if mem > fit["max_tokens"]:
+        if not fit.get("memory_max_tokens_exact", True):
+            from .render import PAST_CONTEXT_CUT
+
+            out.append(f"longest context every rank holds: {fit['max_tokens']:,} tokens (the model's max_context; "
+                       f"how far memory alone would go was not searched: {PAST_CONTEXT_CUT})")
+        elif mem > fit["max_tokens"]:
             out.append(f"longest context every rank holds: {fit['max_tokens']:,} tokens (the model's max_context; "
                        f"memory alone would allow {mem:,}, rank {fit['binding_rank']} binds)")
         else:

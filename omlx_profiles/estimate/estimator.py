@@ -370,7 +370,8 @@ class Estimator:
             """The total at ``n`` less the usable bytes (<= 0: fits). The reported (enveloped) total is
             monotone in the prompt, so every shorter length fits too."""
             req = Request(n, cached=cached, chunk=chunk, schedule=schedule)
-            bd = self.prefill_peak(req, backend, mlx_version, dtype=dtype, nax=nax)
+            # memoized: fit searches again past the model's context, and the breakdown at the answer is a probe
+            bd = self._breakdown((req, backend, mlx_version, dtype, nax))
             return weights_bytes + bd.held_before_bytes + bd.peak_bytes - usable
 
         lo = cached + 1

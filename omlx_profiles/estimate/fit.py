@@ -54,11 +54,13 @@ class Series:
         return [w + k + t for w, k, t in zip(self.weights, self.kv, self.transient)]
 
 
-def estimate_at(res, tokens: int, req: FitRequest, weights, budget: int | None, reserve: int | None) -> dict:
-    """``estimate --tokens N`` for this request, as its JSON dict (the one code path for all commands)."""
+def estimate_at(res, tokens: int, req: FitRequest, weights, budget: int | None, reserve: int | None,
+                est: Estimator | None = None) -> dict:
+    """``estimate --tokens N`` for this request, as its JSON dict (the one code path for all commands).
+    ``est``: the Estimator that searched (its tables are reused: rebuilding them doubled a CUDA fit)."""
     opts = EstimateOptions(tokens=tokens, chunk=req.chunk, cached=req.cached, backend=req.backend_name,
                            mlx_version=req.mlx_version, budget=budget, reserve=reserve,
-                           weights_bits=req.weights_bits, weights=weights)
+                           weights_bits=req.weights_bits, weights=weights, estimator=est)
     out = build_estimate(res, opts)
     out["weights"] = weights.as_dict()
     return out
@@ -83,14 +85,64 @@ def longest(est: Estimator, budget: int, weights_bytes: int, reserve: int, req: 
     Rounding down keeps the answer inside the budget (the total only grows with the prompt) and quotes
     it the way contexts are quoted; the step above it does not fit, which ``compute_fit`` checks.
     """
-    kw = dict(weights_bytes=weights_bytes, reserve=reserve, cached=req.cached, chunk=req.chunk,
-              backend=req.backend_name, mlx_version=req.mlx_version)
     if limit is None:
         limit = est.profile.max_context or 2**22
-    mt = est.max_tokens(budget, limit=limit, **kw)
+    return _rounded(_search(est, budget, weights_bytes, reserve, req, limit), req.cached)
+
+
+def _search(est: Estimator, budget: int, weights_bytes: int, reserve: int, req: FitRequest, limit: int) -> int:
+    return est.max_tokens(budget, limit=limit, weights_bytes=weights_bytes, reserve=reserve, cached=req.cached,
+                          chunk=req.chunk, backend=req.backend_name, mlx_version=req.mlx_version)
+
+
+def _fits_at(est: Estimator, budget: int, weights_bytes: int, reserve: int, req: FitRequest, tokens: int) -> bool:
+    """Whether a prompt of ``tokens`` fits, decided as ``Estimator.max_tokens``' probes are (the same memoized
+    breakdown, so the search and the breakdown at the answer reuse it)."""
+    from ..peak.prefill import Request
+    from .budget import resolve_reserve
+
+    r = Request(tokens, cached=req.cached, chunk=req.chunk)
+    bd = est._breakdown((r, req.backend_name, req.mlx_version, None, False))
+    return weights_bytes + bd.held_before_bytes + bd.peak_bytes <= max(0, budget - resolve_reserve(budget, reserve))
+
+
+def _rounded(mt: int, cached: int) -> int:
     if mt >= STEP:
         mt = mt // STEP * STEP
-    return mt if mt > req.cached else 0
+    return mt if mt > cached else 0
+
+
+#: Replay work (``kv/work`` calls, a CUDA call priced at ``GRAPH_CALL_COST``) ``fit`` spends searching past the
+#: model's context for "memory alone would allow N" (the headline never passes the context: this is
+#: information, not the answer). Past it the answer is "at least" the longest length shown to fit. Work, not
+#: time, so the answer is the same on every machine: 50,000 calls are ~0.4 s on the CPU / Metal model and 500
+#: CUDA calls (~2-3 s with the envelope: a 512k-token probe of a 128k-context model at chunk 2048, not a 2M one).
+#: gemma-3-27b's CUDA fit searched to 1,242,880 tokens for 54 s of CPU.
+PAST_CONTEXT_CALLS = 50_000
+
+
+def memory_beyond(est: Estimator, budget: int, weights_bytes: int, reserve: int, req: FitRequest, start: int,
+                  limit: int, calls: int | None = None) -> tuple[int, bool]:
+    """How far memory alone goes past ``start`` (a length known to fit), searched in windows growing x4 up to
+    ``limit`` within ``calls`` of replay work (``PAST_CONTEXT_CALLS``): ``(tokens, exact)``; not exact,
+    ``tokens`` is the longest length shown to fit when the work ran out (refused before it is done: nothing
+    is left half built)."""
+    from ..kv.work import WorkExceeded, work_limit
+
+    known = top = start
+    try:
+        with work_limit(PAST_CONTEXT_CALLS if calls is None else calls) as box:
+            while top < limit:
+                top = min(limit, top * 4)
+                m = _search(est, budget, weights_bytes, reserve, req, top)  # the earlier probes are memoized
+                if m < top:
+                    return max(known, _rounded(m, req.cached)), True
+                known = top
+            return _rounded(known, req.cached), True
+    except WorkExceeded as e:
+        if e.box is not box:
+            raise  # the command's own budget: not ours to absorb
+    return known, False
 
 
 def cached_within_context(res, cached: int) -> None:
@@ -118,19 +170,31 @@ def compute_fit(res, req: FitRequest, budget: int, weights, reserve: int) -> dic
         raise InputError(f"weights of {res.query!r} are unknown ({weights.reason}); fit needs them: "
                          "pass --weights SIZE if you know it")
     est = Estimator(res.profile)
-    # search past max_context (memory is the question here), then say which limit binds
-    mt = longest(est, budget, weights.bytes, reserve, req, limit=search_limit(max_ctx, req.chunk))
+    # the headline: the longest prompt within the model's context (the whole search without one); then, only if
+    # the whole context fits, how far memory alone would go, within a CPU bound (memory_beyond)
+    full = search_limit(max_ctx, req.chunk)
+    from ..kv.work import COMMAND_CALLS
+
+    # the common answer with a large budget, in one probe (the search's first two were waste), where one probe
+    # of the whole context is a small share of the command's replay budget (a 2^30 context is not)
+    if (max_ctx and -(-max_ctx // req.chunk) <= COMMAND_CALLS // 32
+            and _fits_at(est, budget, weights.bytes, reserve, req, req.cached + 1)  # else nothing fits: no probe
+            and _fits_at(est, budget, weights.bytes, reserve, req, max_ctx)):
+        raw = max_ctx
+    else:
+        raw = _search(est, budget, weights.bytes, reserve, req, min(full, max_ctx) if max_ctx else full)
+    mt = max_ctx if (max_ctx and raw >= max_ctx) else _rounded(raw, req.cached)
     if not mt:
-        at0 = estimate_at(res, req.cached + 1, req, weights, budget, reserve)
+        at0 = estimate_at(res, req.cached + 1, req, weights, budget, reserve, est)
         return {**base, "max_tokens": None, "limited_by": "memory", "at_max": at0, "next": None,
                 "reason": f"even a {req.cached + 1}-token prompt needs {format_bytes(at0.get('total_bytes'))} "
                           f"(weights {format_bytes(weights.bytes)}) > {format_bytes(budget - reserve)} usable"}
-    memory_mt = mt
-    if max_ctx and mt > max_ctx:  # the headline never passes the model's context; memory's answer is kept
-        mt = max_ctx
-    at = estimate_at(res, mt, req, weights, budget, reserve)
-    nxt = estimate_at(res, mt + STEP, req, weights, budget, reserve)
-    return {**base, "max_tokens": mt, "memory_max_tokens": memory_mt,
+    at = estimate_at(res, mt, req, weights, budget, reserve, est)
+    nxt = estimate_at(res, mt + STEP, req, weights, budget, reserve, est)
+    memory_mt, exact = mt, True
+    if max_ctx and mt >= max_ctx and full > max_ctx:  # after the breakdowns: a cut search may leave est half built
+        memory_mt, exact = memory_beyond(est, budget, weights.bytes, reserve, req, max_ctx, full)
+    return {**base, "max_tokens": mt, "memory_max_tokens": memory_mt, "memory_max_tokens_exact": exact,
             "limited_by": "max_context" if (max_ctx and memory_mt >= max_ctx) else "memory",
             "at_max": at,
             "next": {"tokens": mt + STEP, "total_bytes": nxt.get("total_bytes"), "fits": nxt.get("fits")},
@@ -235,5 +299,6 @@ def series_for(res, weights, req: FitRequest, *, points: int, max_tokens: int, b
                   notes=basis_notes(b for _, b in peaks))
 
 
-__all__ = ["FitRequest", "Series", "basis_notes", "compute_fit", "estimate_at", "longest", "sample_points",
+__all__ = ["PAST_CONTEXT_CALLS", "FitRequest", "Series", "basis_notes", "compute_fit", "estimate_at", "longest",
+           "memory_beyond", "sample_points",
            "search_limit", "series_for"]

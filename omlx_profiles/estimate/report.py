@@ -41,6 +41,9 @@ class EstimateOptions:
     weights_bits: int | None = None
     weights: Any = None  # a weights.WeightsInfo already resolved by the caller
     nax: bool = False
+    #: an ``Estimator`` of ``res.profile`` to ask (fit's, after its search): its per-profile tables (CUDA's graph
+    #: bounds and envelope: seconds to build at long prompts) are reused instead of rebuilt for the breakdown
+    estimator: Any = None
 
 
 def kv_section(rep: KVReport) -> dict:
@@ -92,9 +95,13 @@ def peak_section(res: Resolution, opts: EstimateOptions) -> dict:
         out["breakdown"] = None
     else:
         try:
-            bd = Estimator(res.profile).prefill_peak(
-                Request(opts.tokens, cached=opts.cached, chunk=opts.chunk, schedule=opts.schedule),
-                backend=backend, mlx_version=opts.mlx_version, dtype=opts.dtype, nax=opts.nax)
+            est = opts.estimator if opts.estimator is not None else Estimator(res.profile)
+            req = Request(opts.tokens, cached=opts.cached, chunk=opts.chunk, schedule=opts.schedule)
+            if opts.estimator is not None:  # fit's: the search may have replayed this very request (memoized)
+                bd = est._breakdown((req, backend, opts.mlx_version, opts.dtype, opts.nax))
+            else:
+                bd = est.prefill_peak(req, backend=backend, mlx_version=opts.mlx_version, dtype=opts.dtype,
+                                      nax=opts.nax)
         except UnsupportedError as e:
             out["peak_unknown"] = str(e)
             out["breakdown"] = None

@@ -19,6 +19,7 @@ from dataclasses import replace
 from ..dtypes import check_dtype
 from ..errors import InputError, UnsupportedError
 from ..kv.replay import MAX_CALLS
+from ..kv.work import GRAPH_CALL_COST, charge
 from ..registry.profile import Profile
 from ..validation import check_flag
 from .call import (SMALL_ARRAYS, activation_dtype, call_items, call_peak, growth_bytes, held_bytes, run_ahead_ops,
@@ -128,6 +129,8 @@ def _prefill_peak(p: Profile, request: Request, kr: KernelRoutes, dtype: str | N
         raise UnsupportedError(f"{request.tokens} tokens in chunks of {request.chunk} is more than "
                                f"{MAX_CALLS} prefill calls; use a larger chunk")
     prefix_calls, calls = calls_of(request)
+    if kr.executor.graph_commit is not None:  # each call walks its graph commits: priced as such (kv/work.py)
+        charge(len(calls), request.chunk, GRAPH_CALL_COST - 1)
 
     types = p.layer_types
     states = {name: [EntryState(e) for e in lt.entries] for name, lt in types.items()}

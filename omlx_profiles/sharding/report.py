@@ -178,8 +178,14 @@ def sharded_estimate(res, opts: ShardedOptions, tokens: int, weights: list[RankW
     return out
 
 
-def sharded_fit(res, opts: ShardedOptions, weights: list[RankWeights], views: list[RankView] | None = None) -> dict:
-    """The longest prompt every rank holds within its budget (the binding rank named), and the estimate there."""
+def sharded_fit(res, opts: ShardedOptions, weights: list[RankWeights], views: list[RankView] | None = None, *,
+                limit: int | None = None, breakdowns: bool = True) -> dict:
+    """The longest prompt every rank holds within its budget (the binding rank named), and the estimate there.
+
+    ``limit``: search no further (default ``search_limit``: past the model's context); a rank that holds the
+    limit answers the limit as given (not rounded to the cache step: the CLI asks for the model's context
+    first). ``breakdowns`` False: no estimate at the answer and one step further (``at_max`` / ``next``
+    None), for a search whose answer alone is wanted (how far memory alone goes)."""
     views = views or rank_profiles(res.profile, opts.spec)
     if not opts.budgets:
         raise InputError("fit needs --budget (one size, or one per rank)")
@@ -191,7 +197,7 @@ def sharded_fit(res, opts: ShardedOptions, weights: list[RankWeights], views: li
     # the single fit's search (estimate/fit.py): up to 4 x max_context but never past the token limit, in
     # growing windows; ranks that hold the same layers with the same weights and budget (every rank of
     # --parallel tensor) are searched once (8 tensor ranks searched 8 times: 2.8 s for an 8B model)
-    limit = search_limit(res.profile.max_context, opts.chunk)
+    limit = limit or search_limit(res.profile.max_context, opts.chunk)
     per_rank, seen = [], {}
     for v, w in zip(views, weights):
         budget = opts.budget_of(v.rank)
@@ -206,7 +212,7 @@ def sharded_fit(res, opts: ShardedOptions, weights: list[RankWeights], views: li
                                                         backend=opts.backend, mlx_version=opts.mlx_version,
                                                         schedule=opts.schedule, dtype=opts.dtype, nax=opts.nax)
         mt = seen[key]
-        if mt >= STEP:
+        if STEP <= mt < limit:
             mt = mt // STEP * STEP
         per_rank.append(mt if mt > opts.cached else 0)
     best = min(per_rank)
@@ -215,6 +221,9 @@ def sharded_fit(res, opts: ShardedOptions, weights: list[RankWeights], views: li
     out.update({"budgets": [opts.budget_of(v.rank) for v in views], "max_tokens_per_rank": per_rank,
                 "max_tokens": best or None, "binding_rank": binding, "step": STEP,
                 "max_context": res.profile.max_context})
+    if not breakdowns:
+        out["at_max"] = out["next"] = None
+        return out
     at = best if best else opts.cached + 1
     out["at_max"] = sharded_estimate(res, opts, at, weights, views)
     nxt = sharded_estimate(res, opts, best + STEP, weights, views) if best else None
