@@ -218,13 +218,12 @@ def command_seconds(args) -> float | None:
     raw = os.environ.get(SECONDS_ENV, "").strip()
     if not raw:
         return COMMAND_SECONDS
-    try:
-        v = float(raw)
-    except ValueError:
-        raise InputError(f"{SECONDS_ENV} must be a number of seconds (0: no bound), got {raw!r:.40}") from None
-    if v != v or v < 0:
-        raise InputError(f"{SECONDS_ENV} must be a number of seconds >= 0 (0: no bound), got {raw!r:.40}")
-    return v or None
+    import re
+
+    # ASCII digits only (float() also reads "inf", "1e999", "١" and "1_0"), at most a day: setitimer overflows
+    if not re.fullmatch(r"[0-9]{1,6}(\.[0-9]{1,6})?", raw) or float(raw) > 86400:
+        raise InputError(f"{SECONDS_ENV} must be a number of seconds from 0 to 86400 (0: no bound), got {raw!r:.40}")
+    return float(raw) or None
 
 
 def _slow_hint(args) -> str:

@@ -257,7 +257,7 @@ class MemoryMonitor(SeedMonitor):
         given); otherwise the profile's exact per-token bytes over every cache kind (latent MLA, sliding
         layers counted at full width: a block is stored whole), full-attention caches at the KV width.
         Without model info (and not every dimension given): 0, logged -- oMLX substituted a 7B model."""
-        check_count("block_size", block_size)
+        block_size = check_count("block_size", block_size)
         if num_layers is not None or num_kv_heads is not None or head_dim is not None or dtype_size is not None:
             # the overrides are checked as set_model_info's are: a list, a str, -1 or NaN multiplied through
             check_dims("estimate_block_memory", num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=head_dim)
@@ -281,7 +281,8 @@ class MemoryMonitor(SeedMonitor):
         a TurboQuant ``dtype_size`` (oMLX quantizes a fresh request's cache once, after its prefill; its
         callers use this number for prefill-time growth). Differs from oMLX (tokens x per-token bytes x
         dtype_size): capacity rounding and windows are applied; without model info: 0, logged."""
-        if check_count("num_tokens", num_tokens, maximum=TOKENS) == 0:
+        num_tokens = check_count("num_tokens", num_tokens, maximum=TOKENS)
+        if num_tokens == 0:
             return 0
         if self._profile is None:
             return self._no_info("estimate_prompt_kv_bytes")

@@ -36,12 +36,13 @@ RESERVE_FRACTION_PERCENT = 5
 
 def default_reserve(budget: int) -> int:
     """``512 MiB + 5%`` of ``budget`` (see the module docstring for why), never more than the budget."""
-    check_count("budget", budget, minimum=0, maximum=MAX_BYTES)
+    budget = check_count("budget", budget, minimum=0, maximum=MAX_BYTES)
     return min(budget, RESERVE_FIXED + budget * RESERVE_FRACTION_PERCENT // 100)
 
 
 def resolve_reserve(budget: int, reserve: int | None = None) -> int:
     """``reserve`` as given (a non-negative count), else the default for ``budget``."""
+    budget = check_count("budget", budget, minimum=0, maximum=MAX_BYTES)
     return default_reserve(budget) if reserve is None else check_count("reserve", reserve, minimum=0, maximum=MAX_BYTES)
 
 

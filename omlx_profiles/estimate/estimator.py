@@ -154,7 +154,7 @@ class Estimator:
     def total_bytes(self, request: Request, weights_bytes: int, backend: str = DEFAULT_BACKEND,
                     mlx_version: str | None = None, *, dtype: str | None = None, nax: bool = False) -> int:
         """Weights + what the prefix held before the prompt + the prompt's prefill peak."""
-        check_count("weights_bytes", weights_bytes, minimum=0, maximum=MAX_BYTES)
+        weights_bytes = check_count("weights_bytes", weights_bytes, minimum=0, maximum=MAX_BYTES)
         bd = self.prefill_peak(request, backend, mlx_version, dtype=dtype, nax=nax)
         return weights_bytes + bd.held_before_bytes + bd.peak_bytes
 
@@ -182,7 +182,7 @@ class Estimator:
         read; the bounds decided from are the envelope's (``envelope_upper``)."""
         _check_request(request)
         _check_names(backend, mlx_version, dtype, nax)
-        check_count("budget", budget, minimum=0, maximum=MAX_BYTES)
+        budget = check_count("budget", budget, minimum=0, maximum=MAX_BYTES)
         given = weights_bytes is not None
         w = check_count("weights_bytes", weights_bytes, minimum=0, maximum=MAX_BYTES) if given else 0
         res = resolve_reserve(budget, reserve)
@@ -241,7 +241,7 @@ class Estimator:
         few hundred MB of its total) builds its ``r``'s lines first (1-50 ms, once per ``r``); with them every
         such request is microseconds. Costs ``2 x chunk`` line builds: about 1 ms each on CPU, 10-50 ms on
         Metal (llama-3.1-8b chunk 2048 on Metal: tens of seconds)."""
-        check_count("chunk", chunk, minimum=1, maximum=MAX_TOKENS)
+        chunk = check_count("chunk", chunk, minimum=1, maximum=MAX_TOKENS)
         _check_names(backend, mlx_version, dtype, nax)
         fp = self._fast_peak(Request(2, chunk=chunk), backend, mlx_version, dtype, nax)
         if fp is None:
@@ -355,12 +355,12 @@ class Estimator:
         (256 tokens: where KV capacity jumps), then within the last step. ``limit`` (default: the
         profile's max_context, else 2**22) caps the search.
         """
-        check_count("budget", budget, minimum=0, maximum=MAX_BYTES)
-        check_count("weights_bytes", weights_bytes, minimum=0, maximum=MAX_BYTES)
-        check_count("cached", cached, minimum=0)
-        check_count("chunk", chunk, minimum=1)
+        budget = check_count("budget", budget, minimum=0, maximum=MAX_BYTES)
+        weights_bytes = check_count("weights_bytes", weights_bytes, minimum=0, maximum=MAX_BYTES)
+        cached = check_count("cached", cached, minimum=0)
+        chunk = check_count("chunk", chunk, minimum=1)
         if limit is not None:
-            check_count("limit", limit, minimum=1, maximum=MAX_TOKENS)
+            limit = check_count("limit", limit, minimum=1, maximum=MAX_TOKENS)
         _check_names(backend, mlx_version, dtype, nax)
         usable = max(0, budget - resolve_reserve(budget, reserve))
         KernelRoutes.for_backend(backend, mlx_version)  # a bad backend or version: an error before the search

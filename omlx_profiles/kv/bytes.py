@@ -29,9 +29,9 @@ class KVQuant:
     start: int = DEFAULT_QUANTIZED_KV_START
 
     def __post_init__(self):
-        check_count("kv_bits", self.bits, minimum=1)
-        check_count("kv_group_size", self.group_size, minimum=1)
-        check_count("quantized_kv_start", self.start, minimum=0)
+        object.__setattr__(self, "bits", check_count("kv_bits", self.bits, minimum=1))
+        object.__setattr__(self, "group_size", check_count("kv_group_size", self.group_size, minimum=1))
+        object.__setattr__(self, "start", check_count("quantized_kv_start", self.start, minimum=0))
         if self.bits not in QUANT_BITS:
             raise InputError(f"kv_bits must be one of {QUANT_BITS}, got {self.bits}")
         if self.group_size not in (32, 64, 128):
@@ -76,10 +76,11 @@ class KVReport:
     layers: tuple[LayerBytes, ...]
 
 
-def check_schedule(schedule: str, chunk: int) -> None:
+def check_schedule(schedule: str, chunk: int) -> int:
+    """The chunk, checked (a plain ``int``: what the arithmetic uses), for a known schedule."""
     if schedule not in SCHEDULES:
         raise InputError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-    check_count("chunk", chunk, minimum=1)
+    return check_count("chunk", chunk, minimum=1)
 
 
 def entry_bytes(e: CacheEntry, calls: list[int], tokens: int, schedule: str, act: int, quant: KVQuant | None) -> EntryBytes:
@@ -124,8 +125,8 @@ def kv_report(
     quant: KVQuant | None = None,
 ) -> KVReport:
     """Per-layer resident cache bytes after ``tokens`` prompt tokens went through ``schedule``."""
-    check_count("tokens", tokens, minimum=0)
-    check_schedule(schedule, chunk)
+    tokens = check_count("tokens", tokens, minimum=0)
+    chunk = check_schedule(schedule, chunk)
     if not isinstance(profile, Profile):
         raise InputError(f"profile must be a Profile, got {type(profile).__name__}")
     dt = check_dtype(dtype, profile.dtype)

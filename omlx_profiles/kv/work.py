@@ -128,7 +128,7 @@ def deadline(seconds: float | None):
     or with ``seconds`` None / <= 0, no deadline). The CLI sets one per command (``cli.main``); ``fit`` a
     shorter one for the search past the model's context. Interrupted code may leave a cache half built: the
     caller discards what the block was computing."""
-    usable = (seconds is not None and seconds > 0 and hasattr(signal, "setitimer")
+    usable = (seconds is not None and 0 < seconds < 1e7 and hasattr(signal, "setitimer")  # inf: setitimer overflows
               and threading.current_thread() is threading.main_thread())
     if not usable:
         yield None
@@ -140,8 +140,8 @@ def deadline(seconds: float | None):
         _saved_handler = signal.signal(signal.SIGPROF, _on_prof)
         _foreign = (time.process_time() + left, _saved_handler) if left > 0 else None
     _deadlines.append(d)
-    _arm()
     try:
+        _arm()
         yield d
     finally:
         _deadlines.remove(d)

@@ -23,10 +23,10 @@ class Request:
     batch: int = 1
 
     def __post_init__(self):
-        check_count("tokens", self.tokens, minimum=1)
-        check_count("cached", self.cached, minimum=0)
-        check_count("chunk", self.chunk, minimum=1)
-        check_count("batch", self.batch, minimum=1)
+        # the checked value is the one kept: a numpy integer (np.uint8 overflowed in the arithmetic), an IntEnum
+        # or an int subclass becomes a plain int (hostile pass 6)
+        for name in ("tokens", "cached", "chunk", "batch"):
+            object.__setattr__(self, name, check_count(name, getattr(self, name), minimum=0 if name == "cached" else 1))
         if self.cached >= self.tokens:
             raise InputError(f"cached ({self.cached}) must be less than tokens ({self.tokens}): nothing left to prefill")
         if self.schedule not in SCHEDULES:
