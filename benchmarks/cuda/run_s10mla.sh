@@ -13,7 +13,7 @@ SO=$PWD/.trace/commit_trace.so
 if command -v gcc >/dev/null; then mkdir -p .trace && gcc -shared -fPIC -O2 -o "$SO" benchmarks/cuda/commit_trace.c -ldl; fi
 T() { LD_PRELOAD=$SO COMMIT_TRACE=$SO "$@"; }
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv > "$OUT/log_s10_gpu.txt" 2>&1
-T timeout ${S10_TIMEOUT:-560} python3 benchmarks/cuda/probe_plans_warm.py --tag s10warm --deadline ${S10_DEADLINE:-500} \
-  --out "$OUT" > "$OUT/log_s10warm.txt" 2>&1
-echo "rc $?" >> "$OUT/log_s10warm.txt"
-cut -c1-300 "$OUT/log_s10warm.txt" | grep -v "^Device" | tail -40
+T timeout ${S10_TIMEOUT:-560} python3 benchmarks/cuda/probe_plans_warm.py --plan ${S10_PLAN:-s10} --tag ${S10_TAG:-s10warm} --deadline ${S10_DEADLINE:-500} \
+  --out "$OUT" > "$OUT/log_${S10_TAG:-s10warm}.txt" 2>&1
+echo "rc $?" >> "$OUT/log_${S10_TAG:-s10warm}.txt"
+cut -c1-300 "$OUT/log_${S10_TAG:-s10warm}.txt" | grep -v "^Device" | tail -40
