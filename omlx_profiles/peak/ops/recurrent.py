@@ -122,9 +122,9 @@ CHAIN_KERNELS, READOUT_KERNELS = 6, 2  # kernels per step of each phase (traced 
 
 def deltanet_spans(S: int, monotone: bool) -> list[int]:
     """The steps per span of ``S`` steps. By default ``S * i // DELTANET_SPANS`` cut points, the empty spans
-    dropped. ``monotone`` (graph-commit executors, CUDA): always ``DELTANET_SPANS`` spans, the larger ones first and
-    empty ones (``S < DELTANET_SPANS``) last, so that every span only grows with ``S`` (one step more puts one step in
-    one span) and the items of two query counts differ only in the spans' op counts: what lets ``peak.fast_cuda``
+    dropped. ``monotone`` (graph-commit executors, CUDA): always ``DELTANET_SPANS`` spans, each taking one step more in
+    a fixed order (the first span, then the last, the one before, ...; some empty where ``S < DELTANET_SPANS``), so
+    that every span only grows with ``S`` and the items of two query counts differ only in the spans' op counts: what lets ``peak.fast_cuda``
     bound a bucket of shorter calls by its top (with the cut points, 47 and 48 steps split 1, 1, 2, ... and
     1, 2, 1, ...: no bucket held, every length was replayed). An empty span is one slot with no kernel and no bytes
     that hands the carry on: the graph model's bytes, nodes and elements are those of the spans it replaces."""
@@ -132,7 +132,9 @@ def deltanet_spans(S: int, monotone: bool) -> list[int]:
         parts = [S * i // DELTANET_SPANS for i in range(DELTANET_SPANS + 1)]
         return [b - a for a, b in zip(parts, parts[1:]) if b > a]
     q, j = divmod(S, DELTANET_SPANS)
-    return [q] * (DELTANET_SPANS - j) + [q + 1] * j
+    # the order the spans take one step more in: the first, then from the last down (the first span, which holds the
+    # loop's first temporaries, is never empty)
+    return [q + (j > 0)] + [q + (j >= DELTANET_SPANS + 1 - i) for i in range(1, DELTANET_SPANS)]
 
 
 def deltanet_recurrence_items(S: int, d: StateDims, nvdv: int, act: int, held: int, held_z: int, *,
@@ -168,7 +170,7 @@ def deltanet_recurrence_items(S: int, d: StateDims, nvdv: int, act: int, held: i
         # it wrote before the window's edge (bytes spread evenly over the span would miss them), so the
         # discretization errs by at most one span's states, on the safe side
         ahead = spans[k + 1] * st_b if k + 1 < len(spans) else 0
-        items.append(Item("deltanet.recurrence_states", n * 4 * st_b + (2 * st_b if n and states == n * st_b else 0),
+        items.append(Item("deltanet.recurrence_states", n * 4 * st_b + (2 * st_b if k == 0 else 0),
                           CHAIN_KERNELS * n, carry=held + states + ahead, carry_items=1, out=0,
                           elems=n * 3 * d.ssm_elems, grows=monotone))
     ys = 0
