@@ -117,6 +117,9 @@ def _on_prof(signum, frame) -> None:
         return
     first = due[0]  # the outermost expired one: its handler (an except further out) is where control goes
     first.expired = True
+    # again soon, in case this one is lost: raised inside a weakref callback or a __del__ (the garbage
+    # collector runs them anywhere) it is "unraisable", printed and dropped, and the command would run on
+    signal.setitimer(signal.ITIMER_PROF, 0.05)
     raise OutOfTime(first)
 
 
