@@ -22,8 +22,9 @@ caches: the copy of at least the offset's rows; without a prefix the rotating ca
 history's own), the fresh first call (exact), and, without a prefix, a shorter call in the chunk's last
 256-row step (``peak.fast_top``: chords and tangents over points 32 queries apart, where it is often the
 prompt's highest). Where one call is the highest in both bounds they are a few KB apart (the lines'
-rounding slack). CUDA (graph-commit boundaries move with the offset), chunked attention (rows cycle) and a
-``bound`` basis answer the exact model (memoized).
+rounding slack). CUDA (graph-commit boundaries move with the offset), chunked attention (rows cycle) and a call
+whose item structure changes with nearly every query count (a gated-DeltaNet on CPU: ``FastPeak._shapeless``)
+answer the exact model (memoized). A ``bound`` basis (CPU) has lines of its worst-case items.
 """
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ class _Chunk:
 
     __slots__ = ("tops", "calls", "beyond", "last", "last_beyond", "lower", "full", "add_full", "model", "grid",
                  "grid_v", "one", "slack", "ltops", "lasts", "first", "top", "short", "mid", "own", "lgrow", "lfit",
-                 "row", "own_k", "phases", "pgrid", "pshort")
+                 "row", "own_k", "phases", "pshort")
 
     def __init__(self, model, tops, calls, beyond, last, last_beyond, lower, add_full):
         self.model = model
@@ -67,7 +68,7 @@ class _Chunk:
         self.full = calls[-1]
         self.add_full = add_full
         self.grid = self.grid_v = self.first = None
-        self.top = self.short = self.mid = self.lgrow = self.lfit = self.own_k = self.phases = self.pgrid = None
+        self.top = self.short = self.mid = self.lgrow = self.lfit = self.own_k = self.phases = None
         self.pshort: dict = {}
         self.one = self.row = 0
         self.slack = model.slack
@@ -98,8 +99,9 @@ class FastPeak:
         self._fixed: dict[tuple[int, int], tuple[int | None, int] | None] = {}  # ``fixed_bounds``
         from .basis import MEASURED, basis_for
 
-        kind = basis_for(profile, self.routes).kind
-        self._worst = None if kind == MEASURED else kind
+        b = basis_for(profile, self.routes)
+        # the worst case prefill_peak takes (``b.worst``: a ``bound`` measured over the band keeps its backend's rule)
+        self._worst = None if b.kind == MEASURED else (b.worst or b.kind)
         # a peak the estimator reports as unknown here (prefill_peak raises for every request): so does this
         from .basis import no_bound_reason
         from .ops.recurrent import unverified_peak
@@ -107,15 +109,33 @@ class FastPeak:
         self._unknown = unverified_peak(profile, self.routes) or (no_bound_reason(profile, self.routes)
                                                                   if self._worst else None)
         # no line holds for: CUDA (graph-commit boundaries move with kL), chunked attention (rows cycle with
-        # kL), a ``bound`` basis's worst-case items (peak/basis.py). A ``derived`` basis on Metal is the op
-        # model over a longer window: its positions are lines too.
-        self._always_exact = (self.routes.executor.graph_commit is not None or self._worst == "bound" or any(
+        # kL), a call whose item structure changes with nearly every query count (``_shapeless``). A ``derived``
+        # basis on Metal is the op model over a longer window, a ``bound`` basis (CPU) the op model's worst-case
+        # items (peak/basis.py): their positions are lines too.
+        self._always_exact = (self.routes.executor.graph_commit is not None or any(
             e.kind == "chunked" for lt in profile.layer_types.values() for e in lt.entries))
+        if not self._always_exact and not self._unknown:
+            self._always_exact = self._shapeless()
 
     @property
     def exact_only(self) -> bool:
-        """True where every answer is the exact model (no bound holds: CUDA, chunked attention, ``bound``)."""
+        """True where every answer is the exact model (no bound holds: CUDA, chunked attention, a call whose item
+        structure changes with nearly every query count)."""
         return self._always_exact
+
+    def _shapeless(self) -> bool:
+        """Whether a call's item structure differs at four consecutive query counts (257-260): a bucket of query
+        counts is bounded by its top only where its calls share one structure (``CallModel._split_layouts``), so
+        such a model would need a bucket, a set of lines and an exact fresh-grid point per query count: a
+        gated-DeltaNet's loop on CPU (its steps split into 32 spans whose sizes move with every count;
+        qwen3.5-35b-a3b took 16 s for its first request at chunk 700 and 45 s more to prepare). Those models
+        answer the exact model (memoized), as CUDA's ``peak.fast_cuda`` does for the same loop ("shapeless")."""
+        try:
+            m = CallModel(self.profile, self.routes, tiled_state()[1], self.dtype, self.nax, self._worst,
+                          self.kv_scale)
+            return len({m._layout(q, 4 * STEP) for q in range(STEP + 1, STEP + 5)}) == 4
+        except (ValueError, UnsupportedError):
+            return False  # a layer kind with no line (its error comes with the first request)
 
     # -- public -------------------------------------------------------------------------------------
     def peak(self, new_tokens: int, chunk: int, cached: int = 0) -> int:
@@ -172,10 +192,11 @@ class FastPeak:
             self._known(c, chunk)
         if chunk % STEP and chunk > STEP and c.phases is None:
             self._phases(c, chunk)
-        if c.phases:  # the shorter call in each phase's layout, at every grid count (``_short_phase``)
+        if c.phases:  # the shorter call in each phase's two layouts, at all its points (``_short_phase``)
             for ph in set(c.phases[0][1:]):
-                for r in range(2, chunk):
-                    self._short_phase(c, chunk, ph, r)
+                for r in {2, ph[0] + 1}:
+                    if 2 <= r < chunk:
+                        self._short_phase(c, chunk, ph, r).prepare()
 
     def fixed_bounds(self, new_tokens: int, chunk: int, need: int | None = None) -> tuple[int | None, int] | None:
         """``bounds(new_tokens, chunk)`` without a prefix, fully refined (``need`` None), memoized: the envelope's
@@ -291,8 +312,10 @@ class FastPeak:
                 ph = table[k] if k < len(table) else table[start + (k - start) % period]
                 if r == 1:  # one query: in place at its phase's free rows (>= 1: the chunk is not whole steps)
                     g = c.lfit.at(S * k) + int(ph[0] * c.row) + 1  # the in-place last-token lines (logits: more)
-                else:  # in its phase's layout, charged at the next grid count
-                    g = self._short_phase(c, S, ph, r).at(S * k)
+                else:  # in its phase's layout, at points of its own size (``_short_phase``)
+                    gl, g = self._short_phase(c, S, ph, r).bounds(r, S * k)
+                    if gl is not None and (lo is None or gl > lo):
+                        lo = gl
                 if g < f:
                     f = g
             if f > u:
@@ -300,27 +323,29 @@ class FastPeak:
         return lo, (u if u < hi else hi)
 
     @staticmethod
-    def _short_phase(c: _Chunk, S: int, ph: tuple[int, bool], r: int) -> Pieces:
-        """The upper lines of the shorter call (``2 <= r < S`` queries) of a prompt without a prefix in chunks
-        that are not whole 256-row steps, after a full chunk: its ``KVCache`` phase ``ph`` = (free rows, trimmed)
-        is known (``_phases``), so is its layout -- in place where ``r <= free``, else grown by
-        ``256 * ceil(r / 256)`` from the free rows (trimmed first or not) -- and its rotating rows. ``r`` is
-        charged as the next count of a grid (every bucket top, so one route; every 32 queries, so each 256-row
-        step's growth is r's own) -- at most ``free`` in place. The bucket's line charges the worst layout of any
-        history and up to 255 queries more: hundreds of MB over the full calls at long prompts."""
+    def _short_phase(c: _Chunk, S: int, ph: tuple[int, bool], r: int) -> TopStep:
+        """Both bounds of the shorter call (``2 <= r < S`` queries) of a prompt without a prefix in chunks that are
+        not whole 256-row steps, after a full chunk: its ``KVCache`` phase ``ph`` = (free rows, trimmed) is known
+        (``_phases``), so is its layout -- in place where ``r <= free``, else grown by ``256 * ceil(r / 256)`` from
+        the free rows (trimmed first or not) -- and its rotating rows. Within one of those two layouts the call is
+        bounded at points of its own size (``peak.fast_top``: every 32 queries, both sides of each 256-row step and
+        query-count threshold, chords above and tangents below, halved where still wide): a few KB apart where
+        the call is the prompt's highest. The bucket's line charges the worst layout of any history and up to 255
+        queries more (hundreds of MB over the full calls at long prompts); session 8's next-32-query count, tens of
+        MB (2 / 50 Metal and 10 / 50 CPU requests at their own total replayed)."""
         free, trimmed = ph
-        grid = c.pgrid
-        if grid is None:
-            grid = c.pgrid = sorted(set(c.tops) | set(range(32, S, 32)))
-        g = grid[bisect_left(grid, r)]
         fits = r <= free
-        if fits and g > free:
-            g = free
-        key = (free, trimmed, g, fits)
+        key = (free, trimmed, fits)
         t = c.pshort.get(key)
         if t is None:
+            m = c.model
             known = ("phasefit", free) if fits else ("phase", free, trimmed)
-            t = c.pshort[key] = c.model._pieces(g, S, "upper", known)[0]
+            lo, hi = (2, free) if fits else (max(2, free + 1), S - 1)
+
+            def lines(q: int, known=known) -> tuple[Pieces, Pieces]:
+                return m._pieces(q, S, "upper", known)[0], m._pieces(q, S, "lower", known)[0]
+
+            t = c.pshort[key] = TopStep(m, S, c.calls[-1], lo=lo, hi=hi, known=known, lines=lines)
         return t
 
     @staticmethod
