@@ -28,7 +28,7 @@ answer the exact model (memoized). A ``bound`` basis (CPU) has lines of its wors
 """
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from functools import lru_cache
 
 from ..errors import UnsupportedError
@@ -55,7 +55,7 @@ class _Chunk:
 
     __slots__ = ("tops", "calls", "beyond", "last", "last_beyond", "lower", "full", "add_full", "model", "grid",
                  "grid_v", "one", "slack", "ltops", "lasts", "first", "top", "short", "mid", "own", "lgrow", "lfit",
-                 "row", "own_k", "phases", "pshort")
+                 "row", "own_k", "phases", "pshort", "pidx")
 
     def __init__(self, model, tops, calls, beyond, last, last_beyond, lower, add_full):
         self.model = model
@@ -70,6 +70,7 @@ class _Chunk:
         self.grid = self.grid_v = self.first = None
         self.top = self.short = self.mid = self.lgrow = self.lfit = self.own_k = self.phases = None
         self.pshort: dict = {}
+        self.pidx: dict = {}
         self.one = self.row = 0
         self.slack = model.slack
 
@@ -262,7 +263,7 @@ class FastPeak:
                 lo = sl
         elif chunk % STEP == 0 and new_tokens > chunk + 1:
             lo, hi = self._refined(new_tokens, chunk, cached, lo, hi)
-        elif not cached and new_tokens > 2 * chunk + 1 and chunk > STEP:
+        elif not cached and new_tokens >= 2 * chunk + 1 and chunk > STEP:
             lo, hi = self._refined_odd(new_tokens, chunk, lo, hi)
         return lo, hi
 
@@ -270,7 +271,8 @@ class FastPeak:
         """A prompt without a prefix in chunks that are not whole 256-row steps: the full calls' capacity
         phase cycles (``_phases``), so the last full call is bounded in its own phase (both sides) and the
         earlier ones by every phase's upper bound one chunk before; the first call is the exact (S + 1)-token
-        total's; the shorter call and the last token keep their bucket bounds."""
+        total's; the shorter call in its phase's layout at points of its size (``_short_phase``), the last token
+        in the layout the shorter call leaves (grown by a step, or in place over known free rows)."""
         c = self._chunks.get((S, True)) or self._chunk(S, True)
         if c.phases is None:
             self._phases(c, S)
@@ -286,11 +288,13 @@ class FastPeak:
         f = low.at(off)
         if lo is None or f > lo:
             lo = f
-        if j > 1:
-            for a, _ in lines.values():
-                f = a.at(off - S)
-                if f > u:
-                    u = f
+        if j > 1:  # the earlier full calls: each phase's upper line at its last call before j (lines grow with
+            for ph, (pre, res) in c.pidx.items():  # the offset; ``_phases``)
+                i = _last_before(j, start, period, pre, res)
+                if i:
+                    f = lines[ph][0].at(S * i)
+                    if f > u:
+                        u = f
         f = self._short_total(S)  # the first call
         if f > u:
             u = f
@@ -310,8 +314,10 @@ class FastPeak:
             f = c.calls[_bucket(c.tops, r)].at(S * k)  # the shorter call
             if f > u:
                 ph = table[k] if k < len(table) else table[start + (k - start) % period]
-                if r == 1:  # one query: in place at its phase's free rows (>= 1: the chunk is not whole steps)
-                    g = c.lfit.at(S * k) + int(ph[0] * c.row) + 1  # the in-place last-token lines (logits: more)
+                if r == 1 and ph[0]:  # one query in place at its phase's free rows (the in-place last-token lines:
+                    g = c.lfit.at(S * k) + int(ph[0] * c.row) + 1  # the logits are more)
+                elif r == 1:  # no free row (an in-place full call filled the capacity): it grows by a step
+                    g = c.lgrow.at(S * k)
                 else:  # in its phase's layout, at points of its own size (``_short_phase``)
                     gl, g = self._short_phase(c, S, ph, r).bounds(r, S * k)
                     if gl is not None and (lo is None or gl > lo):
@@ -340,7 +346,7 @@ class FastPeak:
         if t is None:
             m = c.model
             known = ("phasefit", free) if fits else ("phase", free, trimmed)
-            lo, hi = (2, free) if fits else (max(2, free + 1), S - 1)
+            lo, hi = (2, min(free, S - 1)) if fits else (max(2, free + 1), S - 1)
 
             def lines(q: int, known=known) -> tuple[Pieces, Pieces]:
                 return m._pieces(q, S, "upper", known)[0], m._pieces(q, S, "lower", known)[0]
@@ -352,7 +358,8 @@ class FastPeak:
     def _phases(c: _Chunk, S: int) -> None:
         """The full calls' ``KVCache`` phase (free rows past the offset, trimmed or not) per call index from
         empty caches: ``(table, start, period, {phase: (upper, lower)})``, the table repeating from ``start``
-        with ``period``; empty where a call after the first may fit in place (chunks of fewer than 256 rows)."""
+        with ``period``. A phase with at least ``S`` free rows is a full call in place (chunks of 257-511 rows
+        grow by 512 and fit every other call: their lines are the in-place layout's)."""
         from ..kv.replay import kv_call
 
         cap, off = kv_call(0, 0, S)[:2]
@@ -364,14 +371,18 @@ class FastPeak:
                 start = seen[state]
                 break
             seen[state] = len(table)
-            if off + S <= cap:  # fits in place: not a grown call
-                c.phases = ()
-                return
             table.append((cap - off, off % STEP != 0))
             cap, off = kv_call(cap, off, S)[:2]
         m = c.model
-        lines = {ph: (m.pieces(S, S, "upper", q_min=S, known=("phase",) + ph)[0],
-                      m.pieces(S, S, "lower", known=("phase",) + ph)[0]) for ph in set(table[1:])}
+
+        def known(ph: tuple[int, bool]) -> tuple:
+            return ("phasefit", ph[0]) if ph[0] >= S else ("phase",) + ph
+
+        lines = {ph: (m.pieces(S, S, "upper", q_min=S, known=known(ph))[0],
+                      m.pieces(S, S, "lower", known=known(ph))[0]) for ph in set(table[1:])}
+        # where each phase occurs: its call indices before the cycle, and its positions in the cycle (``_last_before``)
+        c.pidx = {ph: ([i for i in range(1, start) if table[i] == ph],
+                       [t for t in range(len(table) - start) if table[start + t] == ph]) for ph in lines}
         c.phases = (table, start, len(table) - start, lines)
         c.lfit = m.pieces(S, S, "last", known="fit")[0]
         c.lgrow = m.pieces(S, S, "last", known="grow")[0]
@@ -654,6 +665,21 @@ def _growing_row_bytes(m: CallModel) -> float:
                 else:
                     other += b
     return other + kv * m.kv_scale
+
+
+def _last_before(j: int, start: int, period: int, pre: list[int], res: list[int]) -> int:
+    """The largest call index ``i < j`` whose phase is the one with indices ``pre`` before the cycle (which starts
+    at ``start``) and positions ``res`` in it (``FastPeak._phases``), or 0 (none)."""
+    x = j - 1 - start
+    if x >= 0 and res:
+        q, t = divmod(x, period)
+        k = bisect_right(res, t)
+        if k:
+            return start + q * period + res[k - 1]
+        if q:
+            return start + (q - 1) * period + res[-1]
+    k = bisect_left(pre, min(j, start))
+    return pre[k - 1] if k else 0
 
 
 def _chord(grid: list[int], vals: list[int], q: int, slack: int) -> int:

@@ -174,6 +174,15 @@ class CallModel:
             else:  # lower: the rotating buffer's rows saturate, and pass the call's own (``_steps``)
                 b.update((W - 1, W, W - 1 + S, W + S, W - 1 + Q, W + Q))
         sliding = bool(self.windows())
+        first = 1
+        if sliding and self.fresh_history and S > 1 and (mode == "lower" or _slides_known(known)):
+            # the rotating rows are known from the first full chunk on (``_steps``): a sample before it charges
+            # the unknown history's, and the upper lines' running maximum (or a line through both) would carry
+            # that into every later call (gemma-3-4b metal, chunk 700, the call at 700: 31-141 MB over). Every
+            # caller asks these lines at offsets of at least a chunk (a call after a full chunk), so they start there
+            b.add(S)
+            if mode != "lower":
+                first = S
         for t in self.kv_thresholds(1 if mode in ("last", "one") else Q):
             if mode in ("last", "one"):
                 b.add(t - 1)
@@ -181,7 +190,7 @@ class CallModel:
             b.add(t - Q)
             if sliding:
                 b.add(t - Q - (0 if mode == "lower" else 255))
-        return sorted(x for x in b if x >= 1)
+        return sorted(x for x in b if x >= first)
 
     # -- one synthetic call --------------------------------------------------------------------------
     def _steps(self, Q: int, S: int, off: int, mode: str, known: str | None = None) -> tuple[dict, int, int]:
@@ -323,9 +332,10 @@ class CallModel:
 
     def pieces(self, Q: int, S: int, mode: str, q_min: int = 1, known: str | None = None) -> tuple[Pieces, Pieces]:
         """``_pieces`` of the call; a multi-token call that may either grow the caches or fit in them
-        (``self.reach(S) >= q_min``) is the maximum of both layouts."""
+        (``self.reach(S) >= q_min``) is the maximum of both layouts -- unless ``known`` fixes its ``KVCache``
+        layout (a phase: grown from known free rows, or in place)."""
         t, b = self._pieces(Q, S, mode, known)
-        if mode == "upper" and self.reach(S) >= q_min:
+        if mode == "upper" and self.reach(S) >= q_min and not isinstance(known, tuple):
             t2, b2 = self._pieces(Q, S, "fit")
             t, b = t.merged(t2), b.merged(b2)
         return t, b
