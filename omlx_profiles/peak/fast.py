@@ -182,7 +182,7 @@ class FastPeak:
             if c is _EXACT:
                 return
             if fresh != 2 and c.lower is None and chunk > 1:
-                c.lower = c.model.pieces(chunk, chunk, "lower")[0]
+                c.lower = c.model.pieces(chunk, chunk, "lower", both=False)[0]
         c = self._chunks[(chunk, True)]
         if c.grid is None:
             self._fresh_grid(c, chunk)
@@ -231,7 +231,7 @@ class FastPeak:
             if c is _EXACT:
                 return None
             if c.lower is None and chunk > 1:  # the estimator's warm-up builds its lower bound too
-                c.lower = c.model.pieces(chunk, chunk, "lower")[0]
+                c.lower = c.model.pieces(chunk, chunk, "lower", both=False)[0]
         return self._total(c, new_tokens, chunk, cached)
 
     def bounds(self, new_tokens: int, chunk: int, cached: int = 0,
@@ -349,7 +349,7 @@ class FastPeak:
             lo, hi = (2, min(free, S - 1)) if fits else (max(2, free + 1), S - 1)
 
             def lines(q: int, known=known) -> tuple[Pieces, Pieces]:
-                return m._pieces(q, S, "upper", known)[0], m._pieces(q, S, "lower", known)[0]
+                return m._pieces(q, S, "upper", known, both=False)[0], m._pieces(q, S, "lower", known, both=False)[0]
 
             t = c.pshort[key] = TopStep(m, S, c.calls[-1], lo=lo, hi=hi, known=known, lines=lines)
         return t
@@ -378,14 +378,14 @@ class FastPeak:
         def known(ph: tuple[int, bool]) -> tuple:
             return ("phasefit", ph[0]) if ph[0] >= S else ("phase",) + ph
 
-        lines = {ph: (m.pieces(S, S, "upper", q_min=S, known=known(ph))[0],
-                      m.pieces(S, S, "lower", known=known(ph))[0]) for ph in set(table[1:])}
+        lines = {ph: (m.pieces(S, S, "upper", q_min=S, known=known(ph), both=False)[0],
+                      m.pieces(S, S, "lower", known=known(ph), both=False)[0]) for ph in set(table[1:])}
         # where each phase occurs: its call indices before the cycle, and its positions in the cycle (``_last_before``)
         c.pidx = {ph: ([i for i in range(1, start) if table[i] == ph],
                        [t for t in range(len(table) - start) if table[start + t] == ph]) for ph in lines}
         c.phases = (table, start, len(table) - start, lines)
-        c.lfit = m.pieces(S, S, "last", known="fit")[0]
-        c.lgrow = m.pieces(S, S, "last", known="grow")[0]
+        c.lfit = m.pieces(S, S, "last", known="fit", both=False)[0]
+        c.lgrow = m.pieces(S, S, "last", known="grow", both=False)[0]
         c.row = _growing_row_bytes(m)
 
     def _refined(self, new: int, S: int, cached: int, lo: int | None, hi: int) -> tuple[int | None, int]:
@@ -413,7 +413,7 @@ class FastPeak:
                 u = f
             if cached:
                 if cf.lower is None:
-                    cf.lower = cf.model.pieces(S, S, "lower")[0]
+                    cf.lower = cf.model.pieces(S, S, "lower", both=False)[0]
                 f = cf.lower.at(off - S)
                 if lo is None or f > lo:
                     lo = f
@@ -445,9 +445,9 @@ class FastPeak:
         ``known``): the last token, its KVCache grown by a step or updated in place (the shorter call's size
         says which); a full call after a full chunk, its rotating caches' rows known."""
         m = c.model
-        c.lgrow = m.pieces(S, S, "last", known="grow")[0]
-        c.lfit = m.pieces(S, S, "last", known="fit")[0]
-        c.own_k = m.pieces(S, S, "upper", q_min=S, known="slide")[0] if m.windows() else c.own
+        c.lgrow = m.pieces(S, S, "last", known="grow", both=False)[0]
+        c.lfit = m.pieces(S, S, "last", known="fit", both=False)[0]
+        c.own_k = m.pieces(S, S, "upper", q_min=S, known="slide", both=False)[0] if m.windows() else c.own
         c.row = _growing_row_bytes(m)
 
     def total_lower(self, new_tokens: int, chunk: int, cached: int = 0) -> int | None:
@@ -473,7 +473,7 @@ class FastPeak:
             if k < 2:
                 return v
         if c.lower is None:  # built on the first use (the oMLX facade never asks)
-            c.lower = c.model.pieces(chunk, chunk, "lower")[0]
+            c.lower = c.model.pieces(chunk, chunk, "lower", both=False)[0]
         f = c.lower.at(cached + chunk * (k - 1))
         return f if cached or v is None or f > v else v
 

@@ -80,8 +80,8 @@ class TopStep:
             m, S = self.m, self.S
             # the item structure as a small int (equal structures, equal ids): compared on every request
             lay = self._layouts.setdefault(m._layout(q, S), len(self._layouts))
-            up, low = self.lines(q) if self.lines else (m.pieces(q, S, "upper", q_min=q, known=self.known)[0],
-                                                        m.pieces(q, S, "lower")[0])
+            up, low = self.lines(q) if self.lines else (
+                m.pieces(q, S, "upper", q_min=q, known=self.known, both=False)[0], m.pieces(q, S, "lower", both=False)[0])
             p = self._pts[q] = (up, low, lay)
         return p
 
