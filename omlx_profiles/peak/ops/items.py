@@ -27,6 +27,8 @@ class Item:
     # which op allocates them (a graph boundary can fall inside the item); empty: spread evenly
     placement_margin: int = 0  # bytes of ``bytes`` the op does NOT allocate, charged as a bound against CUDA graph
     # placement (executor.graph_window_max drops them where every graph of the call is inside the window)
+    grows: bool = False  # ``ops`` and ``nodes`` grow with the call's query count and every op is alike (a per-token
+    # loop's span): the CUDA fit bounds (``peak.fast_cuda``) may compare two calls whose counts differ here
 
 
 @dataclass(frozen=True, slots=True)
