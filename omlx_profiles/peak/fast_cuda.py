@@ -243,7 +243,27 @@ def _sig(items: list) -> tuple:
 def _shape(items: list) -> tuple:
     """``_sig`` without the op and node counts of ``grows`` items (what ``_Ops.embed`` lets two calls differ in):
     where a bucket's structure changes for good (a route, a kernel's node count)."""
-    return tuple(_loose_sig(v) if v[-1] else v for v in _sig(items))
+    return _shape_of(_sig(items))
+
+
+_SHAPES_OF: dict = {}
+
+
+def _shape_of(sig: tuple) -> tuple:
+    """``_shape`` from a call's ``_sig`` (memoized: the two ends of a bucket are compared more than once)."""
+    v = _SHAPES_OF.get(id(sig))
+    if v is None or v[0] is not sig:
+        if len(_SHAPES_OF) >= 256:
+            _SHAPES_OF.clear()
+        memo: dict = {}
+        out = []
+        for x in sig:
+            y = memo.get(x)
+            if y is None:
+                y = memo[x] = _loose_sig(x) if x[-1] else x
+            out.append(y)
+        v = _SHAPES_OF[id(sig)] = (sig, tuple(out))
+    return v[1]
 
 
 class _Ops:
@@ -329,12 +349,10 @@ class _Ops:
         if not (np.all(self.byts <= b.byts) and np.all(self.outs <= b.outs) and np.all(self.carries <= b.carries)):
             return None
         ca, cb = self.counts, b.counts
+        if _shape_of(sa) != _shape_of(sb):
+            return None
         diff = np.fromiter((x != y for x, y in zip(sa, sb)), dtype=bool, count=len(sa))
-        for i in np.flatnonzero(diff):
-            x, y = sa[i], sb[i]
-            if not (x[-1] and y[-1]) or _loose_sig(x) != _loose_sig(y) or self.special[i] or b.special[i]:
-                return None
-        if np.any(ca > cb) or np.any(self.nodes > b.nodes + 1e-9):
+        if np.any(diff & (self.special | b.special)) or np.any(ca > cb) or np.any(self.nodes > b.nodes + 1e-9):
             return None
         d = cb - ca
         starts_a = np.concatenate(([0], np.cumsum(ca)))[:-1]
@@ -682,11 +700,14 @@ class CudaFit:
                 base_a, var_a = parts(a)
                 base_b, var_b = parts(b)
                 up = None
-                oa, ob = infos(a, var_a), infos(b, var_b)
-                if all(x.below(y) for x, y in zip(oa, ob)):
+                if sig(i) != sig(j):  # a route or a kernel's node count changes inside: split there (no bound)
+                    oa = ob = ()
+                else:
+                    oa, ob = infos(a, var_a), infos(b, var_b)
+                if oa and all(x.below(y) for x, y in zip(oa, ob)):
                     up = max(base_a, base_b) + max(self.walk.window_bound(y, x.per_el, y_ops)
                                                    for x, y_ops, y in zip(oa, ob, var_b))
-                else:
+                elif oa:
                     # a gated-DeltaNet loop's spans: op counts that grow with the query count (``_Ops.embed``)
                     emb = [x.embed(y) for x, y in zip(oa, ob)]
                     if all(e is not None for e in emb):
