@@ -3,6 +3,7 @@ and, on CUDA, the graph commits (``graph_ends``, ``graph_window_max``)."""
 from __future__ import annotations
 
 import bisect
+from dataclasses import replace
 from math import ceil
 
 from .ops.items import Item
@@ -255,12 +256,20 @@ def graph_window_max(items: list[Item], max_nodes: int, max_mega_elements: int, 
     they read, and the live set is the bytes of the ops from the start of graph g-inflight to the end of
     graph g (plus what earlier ops hand to later consumers). That is the worst case of a host that stays
     ahead of the GPU; a GPU that keeps up holds less. Graph ends come from ``graph_ends``.
+
+    Where the call commits at most ``inflight + 1`` graphs, the last window runs from the call's first op to
+    its last: every byte the call allocates, whatever graph each op lands in. Then an item's
+    ``placement_margin`` (bytes charged only as a bound against the replay ending graphs elsewhere than MLX
+    does, e.g. CUDA's donated residual adds) cannot cover anything and is dropped: a real run can only hold
+    less than the whole call, in any placement.
     """
     if not items:
         return 0, {}
     items = split_ops(items)
-    live = _Live(items, 1, 0)
     ends = graph_ends(items, max_nodes, max_mega_elements, act)
+    if len(ends) <= inflight + 1 and any(it.placement_margin for it in items):
+        items = [_without_margin(it) if it.placement_margin else it for it in items]
+    live = _Live(items, 1, 0)
     starts = [0.0] + ends[:-1]
     if len(ends) < 64:
         best, best_w = -1.0, (0.0, 0.0)
@@ -273,6 +282,13 @@ def graph_window_max(items: list[Item], max_nodes: int, max_mega_elements: int, 
         best_w = _best_window(live, items, starts, ends, inflight)
     out = live.terms(*best_w)
     return sum(out.values()), out
+
+
+def _without_margin(it: Item) -> Item:
+    """The item as allocated: ``placement_margin`` bytes fewer; its final output (``out``) is still the one it
+    wrote (in place, for a donated residual add)."""
+    return replace(it, bytes=it.bytes - it.placement_margin, out=it.bytes if it.out < 0 else it.out,
+                   placement_margin=0)
 
 
 def _best_window(live: _Live, items: list[Item], starts: list[float], ends: list[float],

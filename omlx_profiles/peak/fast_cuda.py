@@ -150,6 +150,10 @@ class CallWalk:
             w2, _ = window_max(items, run_ahead_ops(self.kr), 1, 0)
             if w2 > w:
                 w = w2
+        elif embedded is None:
+            whole = whole_call_window(items, gc.max_nodes, gc.max_mega_elements, inflight, self.act, ops)
+            if whole is not None and whole < w:
+                w = whole
         return w
 
 #: The full-call tables of the exact replay (``full_call_totals``), least recently used last out.
@@ -239,7 +243,27 @@ def _sig(items: list) -> tuple:
 def _shape(items: list) -> tuple:
     """``_sig`` without the op and node counts of ``grows`` items (what ``_Ops.embed`` lets two calls differ in):
     where a bucket's structure changes for good (a route, a kernel's node count)."""
-    return tuple(_loose_sig(v) if v[-1] else v for v in _sig(items))
+    return _shape_of(_sig(items))
+
+
+_SHAPES_OF: dict = {}
+
+
+def _shape_of(sig: tuple) -> tuple:
+    """``_shape`` from a call's ``_sig`` (memoized: the two ends of a bucket are compared more than once)."""
+    v = _SHAPES_OF.get(id(sig))
+    if v is None or v[0] is not sig:
+        if len(_SHAPES_OF) >= 256:
+            _SHAPES_OF.clear()
+        memo: dict = {}
+        out = []
+        for x in sig:
+            y = memo.get(x)
+            if y is None:
+                y = memo[x] = _loose_sig(x) if x[-1] else x
+            out.append(y)
+        v = _SHAPES_OF[id(sig)] = (sig, tuple(out))
+    return v[1]
 
 
 class _Ops:
@@ -325,12 +349,10 @@ class _Ops:
         if not (np.all(self.byts <= b.byts) and np.all(self.outs <= b.outs) and np.all(self.carries <= b.carries)):
             return None
         ca, cb = self.counts, b.counts
+        if _shape_of(sa) != _shape_of(sb):
+            return None
         diff = np.fromiter((x != y for x, y in zip(sa, sb)), dtype=bool, count=len(sa))
-        for i in np.flatnonzero(diff):
-            x, y = sa[i], sb[i]
-            if not (x[-1] and y[-1]) or _loose_sig(x) != _loose_sig(y) or self.special[i] or b.special[i]:
-                return None
-        if np.any(ca > cb) or np.any(self.nodes > b.nodes + 1e-9):
+        if np.any(diff & (self.special | b.special)) or np.any(ca > cb) or np.any(self.nodes > b.nodes + 1e-9):
             return None
         d = cb - ca
         starts_a = np.concatenate(([0], np.cumsum(ca)))[:-1]
@@ -461,6 +483,50 @@ def chain_graph_window(items: list, max_nodes: int, max_mega_elements: int, infl
         if v > best:
             best = v
     return int(best * (1 + 1e-12)) + 1 + o.m
+
+
+def whole_call_window(items: list, max_nodes: int, max_mega_elements: int, inflight: int, act: int,
+                      ops: _Ops | None = None) -> int | None:
+    """An upper bound of ``executor.graph_window_max`` over every call of a query bucket whose top is ``items``
+    (same item structure, sizes and input elements at most the top's), where the items carry placement margins
+    (``Item.placement_margin``: CUDA's donated residual adds) and even the top commits at most ``inflight + 1``
+    graphs; else ``None``.
+
+    Why it holds: a graph from op ``x`` ends no later in a call of fewer input elements (``chain_graph_window``), so
+    no call of the bucket commits more graphs than the top, counted here with thresholds a hair low (more graphs,
+    never fewer). Each such call's window is then its whole call with the margins dropped
+    (``graph_window_max``): its items' bytes less their margins, each at most the top's (a margin is its item's
+    whole size). Without this the bucket bounds keep the margins the exact window drops, and the reported total
+    (the envelope) stays above the replay by them (Llama-3.1-8B tensor rank, 8k: +1 GiB)."""
+    from .executor import split_ops
+
+    kept = 0  # margins ``split_ops`` keeps (an item split per op loses it: its bytes stay charged)
+    for it in items:
+        if it.placement_margin and not (it.op_bytes and len(it.op_bytes) == max(1, it.ops) and it.ops > 1):
+            kept += it.placement_margin
+    if not kept or not items:
+        return None
+    o = ops or _Ops(items, act)
+    total = int(o.per_node.size)
+    node_cum = np.concatenate(([0.0], np.cumsum(o.per_node)))
+    el_cum = np.concatenate(([0.0], np.cumsum(o.per_el)))
+    tol_n = 8 * float(np.spacing(max(node_cum[-1], 1.0))) + 1e-12
+    el_lim = float((max_mega_elements + 1) << 20)
+    tol_e = 8 * float(np.spacing(max(el_cum[-1], el_lim)))
+    npo = float(np.max(o.per_node)) if total else 1.0
+    epo = float(np.max(o.per_el)) if total else 0.0
+    tn = max_nodes + 1 - 1e-9 * max(1.0, npo) - tol_n
+    te = el_lim - 1e-9 * max(1.0, epo) - tol_e
+    x, graphs = 0, 0
+    while x < total:
+        if graphs > inflight:
+            return None
+        yn = int(np.searchsorted(node_cum, node_cum[x] + tn, side="left"))
+        ye = int(np.searchsorted(el_cum, el_cum[x] + te, side="left"))
+        x = max(min(yn, ye, total), x + 1)
+        graphs += 1
+    allocated = float(np.sum(o.per_byte)) - kept
+    return int(allocated * (1 + 1e-12)) + 1 + len(split_ops(items))
 
 
 #: A bucket of shorter calls (or last tokens) is split while its bound is above the full calls' part and it is
@@ -634,11 +700,14 @@ class CudaFit:
                 base_a, var_a = parts(a)
                 base_b, var_b = parts(b)
                 up = None
-                oa, ob = infos(a, var_a), infos(b, var_b)
-                if all(x.below(y) for x, y in zip(oa, ob)):
+                if sig(i) != sig(j):  # a route or a kernel's node count changes inside: split there (no bound)
+                    oa = ob = ()
+                else:
+                    oa, ob = infos(a, var_a), infos(b, var_b)
+                if oa and all(x.below(y) for x, y in zip(oa, ob)):
                     up = max(base_a, base_b) + max(self.walk.window_bound(y, x.per_el, y_ops)
                                                    for x, y_ops, y in zip(oa, ob, var_b))
-                else:
+                elif oa:
                     # a gated-DeltaNet loop's spans: op counts that grow with the query count (``_Ops.embed``)
                     emb = [x.embed(y) for x, y in zip(oa, ob)]
                     if all(e is not None for e in emb):
