@@ -8,6 +8,19 @@ from __future__ import annotations
 
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
 
+
+def check_dtype(dtype: object, default: str) -> str:
+    """The activation dtype an API caller asked for: ``None`` means ``default`` (the profile's), anything
+    else must be one of ``DTYPE_BYTES``' names. One check for every entry point: ``dtype or default`` took
+    ``""`` as "not given" (silently the profile's), a list raised ``TypeError: unhashable type`` and an
+    unknown name a ``KeyError`` from the fast path (hostile pass 6)."""
+    dt = default if dtype is None else dtype
+    if type(dt) is str and dt in DTYPE_BYTES:
+        return dt
+    from .errors import InputError
+
+    raise InputError(f"dtype must be one of {sorted(DTYPE_BYTES)} or None, got {type(dt).__name__} {dt!r:.40}")
+
 # Spellings met in config.json (torch_dtype / dtype) and on the command line.
 _ALIASES = {
     "bf16": "bf16", "bfloat16": "bf16", "torch.bfloat16": "bf16",

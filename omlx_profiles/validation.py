@@ -23,3 +23,11 @@ def check_count(name: str, value: object, *, minimum: int = 0, maximum: int = MA
     if v > maximum:
         raise InputError(f"{name} must be <= {maximum}, got {v}")
     return v
+
+
+def check_flag(name: str, value: object) -> bool:
+    """A yes/no argument (``nax``) is ``True`` or ``False``: ``"no"`` is truthy, and a list reached a memo key
+    (``TypeError: unhashable type``); either was a wrong answer or an untyped error (hostile pass 6)."""
+    if value is True or value is False:
+        return value
+    raise InputError(f"{name} must be True or False, got {type(value).__name__} {value!r:.40}")

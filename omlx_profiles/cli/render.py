@@ -255,6 +255,13 @@ def verdict(est: dict) -> str | None:
             f"{format_bytes(usable)} usable by {format_bytes(est['total_bytes'] - usable)}")
 
 
+def basis_notes(est: dict) -> list[str]:
+    """``prefill peak basis: measured | derived | bound (why)``: what the total rests on (peak/basis.py). Every
+    table with a prefill total says it (estimate, fit, sharded estimate and fit; chart's lines): a number no
+    measurement backs is a bound and says so."""
+    return [f"prefill {line.strip()}" for line in breakdown_explanation(est) if line.strip().startswith("peak basis:")]
+
+
 def render_estimate(est: dict) -> str:
     out = header_lines(est)
     out.append("")
@@ -267,8 +274,7 @@ def render_estimate(est: dict) -> str:
         notes.append("weights: " + weights_note(w))
     if est.get("peak_unknown"):
         notes.append(f"prefill peak: unknown - {est['peak_unknown']}")
-    notes.extend(f"prefill {line.strip()}" for line in breakdown_explanation(est)
-                 if line.strip().startswith("peak basis:"))
+    notes.extend(basis_notes(est))
     notes.extend(f"attention: {line.strip()[len('SDPA of '):]}" for line in breakdown_explanation(est)
                  if line.strip().startswith("SDPA of "))
     notes.extend(f"prefill peak: {line.strip()}" for line in breakdown_explanation(est)
@@ -297,6 +303,7 @@ def render_fit(fit: dict) -> str:
     mt = fit["max_tokens"]
     if mt is None:
         out.append(f"does not fit at any context: {fit.get('reason') or 'weights alone exceed the usable memory'}")
+        out.extend(wrap(n) for n in basis_notes(at or {}))
         return "\n".join(out)
     out.append(f"longest context that fits: {tokens(mt)} tokens")
     if fit.get("max_context") and mt >= fit["max_context"]:
@@ -314,4 +321,5 @@ def render_fit(fit: dict) -> str:
     w = at.get("weights")
     if isinstance(w, dict):
         out.append(wrap("weights: " + weights_note(w)))
+    out.extend(wrap(n) for n in basis_notes(at))
     return "\n".join(out)

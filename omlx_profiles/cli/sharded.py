@@ -175,7 +175,8 @@ def run_fit(args) -> int:
 
 def chart_series(res, args) -> list:
     """One chart panel per rank: its weights, KV at the peak and transient (+ communication) per length."""
-    from ..peak.prefill import Request, prefill_peak
+    from ..estimate.estimator import Estimator
+    from ..peak.prefill import Request
     from ..kv.replay import STEP
     from ..sharding import sharded_fit
     from ..sharding.report import comm_bytes
@@ -203,11 +204,15 @@ def chart_series(res, args) -> list:
     fit = sharded_fit(res, opts, weights, views) if budgets else None
     from ..dtypes import DTYPE_BYTES
 
-    from ..estimate.fit import sample_points
+    from ..estimate.fit import basis_notes, sample_points
+
+    # the reported (enveloped) total, as the single chart and the sharded estimate: the raw replay is not
+    # monotone after a prefix on CUDA, and drew a rank under what `estimate --ranks` prints
+    estimators = {key: Estimator(p) for key, p in distinct.items()}
 
     def at(t: int) -> dict:
-        return {key: prefill_peak(p, Request(t, cached=opts.cached, chunk=opts.chunk), backend=opts.backend,
-                                  mlx_version=opts.mlx_version) for key, p in distinct.items()}
+        return {key: e.prefill_peak(Request(t, cached=opts.cached, chunk=opts.chunk), backend=opts.backend,
+                                    mlx_version=opts.mlx_version) for key, e in estimators.items()}
 
     sampled = sample_points(xs, at)  # within the chart's seconds (estimate/fit.CHART_SECONDS), coarse to fine
     xs = [t for t, _ in sampled]
@@ -226,7 +231,7 @@ def chart_series(res, args) -> list:
         mt = fit["max_tokens_per_rank"][v.rank] if fit else None
         label = f"{res.query} rank {v.rank}/{opts.spec.ranks} ({opts.spec.parallel}, layers {v.start}-{v.end - 1})"
         out.append(Series(label, xs, ws, kv, tr, f"weights {format_bytes(w.bytes)} ({w.label})", mt,
-                          res.profile.max_context))
+                          res.profile.max_context, notes=basis_notes(peaks[key])))
     from ..estimate.budget import default_reserve
 
     args.budget = budgets[0] if budgets else None
@@ -246,6 +251,7 @@ def _rows(per: list[dict]) -> list:
             ["resident KV after the prompt"] + col("kv_bytes"),
             ["held before (prefix KV)"] + col("held_before_bytes"),
             ["prefill peak (over held)"] + col("peak_bytes"),
+            ["prefill peak basis"] + [str(r.get("peak_basis") or "unknown") for r in per],
             ["communication buffers"] + col("comm_bytes"),
             None,
             ["total"] + col("total_bytes")]
@@ -270,6 +276,17 @@ def render_sharded(est: dict) -> str:
         if r["weights"]["reason"]:
             notes.append(f"  rank {r['rank']} weights: {r['weights']['reason']}")
             break
+    # what each rank's total rests on (peak/basis.py), once per distinct line: ranks of one model share it
+    from .render import basis_notes, wrap
+
+    lines: dict[str, list[int]] = {}
+    for r in per:
+        for line in basis_notes(r):
+            lines.setdefault(line, []).append(r["rank"])
+    for line, ranks in lines.items():
+        who = "every rank" if len(ranks) == len(per) else "rank" + ("s " if len(ranks) > 1 else " ") + \
+            ", ".join(map(str, ranks))
+        notes.append(wrap(f"{who}: {line}"))
     if est["parallel"] == "pipeline":
         notes.append("  pipeline: rank 0 runs the last layers; every rank keeps the embeddings, final norm and head")
     if est.get("past_context"):

@@ -8,6 +8,7 @@ says how each answer differs from oMLX's and why.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any, Optional
 
 from ..dtypes import DTYPE_BYTES
@@ -16,7 +17,7 @@ from ..peak import kernels as _routes
 from ..peak.envelope import MonotonePeak
 from ..peak.fast import FastPeak
 from ..units import format_bytes
-from ..units import MAX_TOKENS
+from ..units import MAX_BYTES, MAX_TOKENS
 from ..validation import check_count
 from .kv_terms import block_bytes_per_token, kv_widths, resident_kv, scaled_kv, step_rows, turboquant_peak
 from .sdpa import sdpa_activation_bytes
@@ -40,6 +41,26 @@ def _counts(new_tokens, chunk_size, cached_tokens) -> tuple[int, int, int]:
             check_count("cached_tokens", cached_tokens, maximum=TOKENS))
 
 
+def _real(v: object) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def _check_construction(max_kv_cache_memory, check_interval, eviction_enabled, max_memory) -> None:
+    """``ValueError`` naming the argument, as oMLX's own check of ``max_kv_cache_memory`` does: the seed took a
+    NaN or infinite limit (``max_kv_cache=nan PiB``), a string (``TypeError`` from a comparison), a negative
+    ``max_memory`` or a NaN ``check_interval`` (every check then re-read the memory, or none did)."""
+    if max_kv_cache_memory is not None and not (_real(max_kv_cache_memory) and 0 <= max_kv_cache_memory <= MAX_BYTES):
+        raise ValueError(f"max_kv_cache_memory must be a number of bytes from 0 to {MAX_BYTES:,} or None, "
+                         f"got {max_kv_cache_memory!r:.40}")
+    if not (_real(check_interval) and check_interval >= 0):
+        raise ValueError(f"check_interval must be a finite number of seconds >= 0, got {check_interval!r:.40}")
+    if not isinstance(eviction_enabled, bool):
+        raise ValueError(f"eviction_enabled must be True or False, got {eviction_enabled!r:.40}")
+    if max_memory is not None and not (_real(max_memory) and 0 <= max_memory <= MAX_BYTES):  # 0: unknown, as the seed's
+        raise ValueError(f"max_memory must be a number of bytes from 0 to {MAX_BYTES:,} or None, "
+                         f"got {max_memory!r:.40}")
+
+
 class MemoryMonitor(SeedMonitor):
     """Memory monitor for oMLX's paged SSD KV cache and its prefill guard, backed by profiles.
 
@@ -51,6 +72,7 @@ class MemoryMonitor(SeedMonitor):
     def __init__(self, max_kv_cache_memory: int | None, check_interval: float = 1.0, *,
                  eviction_enabled: bool = True, backend: str | None = None, mlx_version: str | None = None,
                  max_memory: int | None = None):
+        _check_construction(max_kv_cache_memory, check_interval, eviction_enabled, max_memory)
         super().__init__(max_kv_cache_memory, check_interval, eviction_enabled=eviction_enabled,
                          max_memory=max_memory)
         self._backend = backend or default_backend()
@@ -89,6 +111,9 @@ class MemoryMonitor(SeedMonitor):
         from ..registry.profile import require_profile
 
         require_profile(profile)  # before anything is cleared: a wrong object keeps the model info there was
+        # as set_model_info's widths: a negative, zero, infinite or NaN width gave negative, inf or NaN bytes
+        _positive_number("dtype_size", dtype_size, where="set_profile")
+        _positive_number("kv_bytes_per_token", kv_bytes_per_token, maximum=float(1 << 40), where="set_profile")
         self._clear_model()
         self._apply_profile(profile, dtype_size=dtype_size, kv_bytes_per_token=kv_bytes_per_token)
         p = profile

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..dtypes import DTYPE_BYTES, check_dtype
 from ..errors import InputError, OmlxProfilesError
 from ..kv.bytes import KVQuant, KVReport, kv_report
 from ..kv.replay import STEP  # mlx-lm KVCache allocation step: max_tokens searches on it first
@@ -17,7 +18,7 @@ from ..peak.prefill import Breakdown, Request, Verdict, prefill_peak
 from ..peak.kernels import KernelRoutes
 from ..registry.profile import Profile, past_context, require_profile
 from ..units import MAX_BYTES, MAX_TOKENS, format_bytes
-from ..validation import check_count
+from ..validation import check_count, check_flag
 from .budget import resolve_reserve
 
 
@@ -51,15 +52,21 @@ def _check_request(request: object) -> None:
                          f"omlx_profiles.peak.prefill), got {type(request).__name__} {request!r:.40}")
 
 
-def _check_names(backend: object, mlx_version: object, dtype: object) -> None:
-    """``backend``, ``mlx_version`` and ``dtype`` are names (``str``) or ``None``: a list reached the memo key
-    and raised ``TypeError: unhashable type`` (hostile pass 5). The common case is three type checks."""
-    if type(backend) is str and (mlx_version is None or type(mlx_version) is str) and (dtype is None or type(dtype) is str):
+def _check_names(backend: object, mlx_version: object, dtype: object, nax: object = False) -> None:
+    """``backend``, ``mlx_version`` and ``dtype`` are names (``str``) or ``None``, ``dtype`` one the estimator
+    knows, ``nax`` a bool: a list reached the memo key and raised ``TypeError: unhashable type`` (hostile
+    pass 5), an unknown dtype a ``KeyError`` from the fast path, ``nax="no"`` was taken as true (pass 6).
+    The common case is a few type checks."""
+    if (type(backend) is str and (mlx_version is None or type(mlx_version) is str)
+            and (dtype is None or (type(dtype) is str and dtype in DTYPE_BYTES)) and (nax is False or nax is True)):
         return
-    for name, v in (("backend", backend), ("mlx_version", mlx_version), ("dtype", dtype)):
+    for name, v in (("backend", backend), ("mlx_version", mlx_version)):
         if not isinstance(v, str) and (v is not None or name == "backend"):
             raise InputError(f"{name} must be a str{'' if name == 'backend' else ' or None'}, "
                              f"got {type(v).__name__} {v!r:.40}")
+    if dtype is not None:
+        check_dtype(dtype, "")
+    check_flag("nax", nax)
 
 
 class Estimator:
@@ -92,7 +99,7 @@ class Estimator:
         less. Where that raises the number, the term ``envelope`` says by how much (calibration points,
         whole chunks without a prefix, are their own envelope)."""
         _check_request(request)
-        _check_names(backend, mlx_version, dtype)
+        _check_names(backend, mlx_version, dtype, nax)
         bd = prefill_peak(self.profile, request, backend=backend, mlx_version=mlx_version, dtype=dtype, nax=nax)
         return self._enveloped(request, bd, backend, mlx_version, dtype, nax)
 
@@ -183,7 +190,7 @@ class Estimator:
         ``prefill_peak``'s (the exact replay raised to its monotone envelope, ``peak.envelope``), computed when first
         read; the bounds decided from are the envelope's (``envelope_upper``)."""
         _check_request(request)
-        _check_names(backend, mlx_version, dtype)
+        _check_names(backend, mlx_version, dtype, nax)
         check_count("budget", budget, minimum=0, maximum=MAX_BYTES)
         given = weights_bytes is not None
         w = check_count("weights_bytes", weights_bytes, minimum=0, maximum=MAX_BYTES) if given else 0
@@ -249,7 +256,7 @@ class Estimator:
         such request is microseconds. Costs ``2 x chunk`` line builds: about 1 ms each on CPU, 10-50 ms on
         Metal (llama-3.1-8b chunk 2048 on Metal: tens of seconds)."""
         check_count("chunk", chunk, minimum=1, maximum=MAX_TOKENS)
-        _check_names(backend, mlx_version, dtype)
+        _check_names(backend, mlx_version, dtype, nax)
         fp = self._fast_peak(Request(2, chunk=chunk), backend, mlx_version, dtype, nax)
         if fp is None:
             cf = self._cuda_fit(Request(2, chunk=chunk), backend, mlx_version, dtype, nax)
@@ -410,7 +417,7 @@ class Estimator:
         check_count("chunk", chunk, minimum=1)
         if limit is not None:
             check_count("limit", limit, minimum=1, maximum=MAX_TOKENS)
-        _check_names(backend, mlx_version, dtype)
+        _check_names(backend, mlx_version, dtype, nax)
         usable = max(0, budget - resolve_reserve(budget, reserve))
         KernelRoutes.for_backend(backend, mlx_version)  # a bad backend or version: an error before the search
         hi_cap = limit or self.profile.max_context or 2**22

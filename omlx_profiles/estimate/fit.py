@@ -181,6 +181,22 @@ def sample_points(xs: list[int], value, seconds: float = CHART_SECONDS, minimum:
 
 
 
+def basis_notes(breakdowns) -> list[str]:
+    """What a chart's points rest on (``peak/basis.py``), for its printed lines: one note per kind of basis met
+    (measured, measured with the band unknown, derived, bound), with its reason and how many points have it.
+    The chart printed none: its curve's basis was visible only through ``estimate`` at each length."""
+    groups: dict[tuple[str, bool], list] = {}
+    for b in breakdowns:
+        groups.setdefault((b.peak_basis, bool((b.basis or {}).get("band"))), []).append(b)
+    out = []
+    for (kind, band), bs in groups.items():
+        # the first point's line: with the band unknown it names that point's regime (the others' differ in length)
+        line = next((x for x in bs[0].explanation if x.startswith("peak basis:")), f"peak basis: {kind}")
+        share = "" if len(groups) == 1 else f" at {len(bs)} of {sum(map(len, groups.values()))} points"
+        out.append(f"prefill {line}{share}")
+    return out
+
+
 def series_for(res, weights, req: FitRequest, *, points: int, max_tokens: int, budget: int | None,
                reserve: int | None, seconds: float = CHART_SECONDS) -> Series:
     """The chart's curve for one model: weights / KV at the peak / transient at evenly spaced lengths.
@@ -215,8 +231,9 @@ def series_for(res, weights, req: FitRequest, *, points: int, max_tokens: int, b
         mt = longest(est, budget, weights.bytes, reserve, req, limit=max(top, res.profile.max_context or 0))
     label = f"weights {format_bytes(weights.bytes)} ({weights.label}"
     label += f", {weights.bits}-bit)" if weights.bits and weights.bits < 16 else ")"
-    return Series(res.query, xs, ws, kv, tr, label, mt, res.profile.max_context)
+    return Series(res.query, xs, ws, kv, tr, label, mt, res.profile.max_context,
+                  notes=basis_notes(b for _, b in peaks))
 
 
-__all__ = ["FitRequest", "Series", "compute_fit", "estimate_at", "longest", "sample_points",
+__all__ = ["FitRequest", "Series", "basis_notes", "compute_fit", "estimate_at", "longest", "sample_points",
            "search_limit", "series_for"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..errors import InputError, UnsupportedError
 from ..registry.profile import CacheEntry, Profile
 from .replay import SCHEDULES, calls_for, chunked_rows, kv_capacity, kv_capacity_fast, rotating_rows
-from ..dtypes import DTYPE_BYTES
+from ..dtypes import DTYPE_BYTES, check_dtype
 from ..validation import check_count
 
 QUANT_BITS = (2, 3, 4, 5, 6, 8)
@@ -128,9 +128,7 @@ def kv_report(
     check_schedule(schedule, chunk)
     if not isinstance(profile, Profile):
         raise InputError(f"profile must be a Profile, got {type(profile).__name__}")
-    dt = profile.dtype if dtype is None else dtype
-    if not isinstance(dt, str) or dt not in DTYPE_BYTES:
-        raise InputError(f"dtype must be one of {sorted(DTYPE_BYTES)}, got {dt!r}")
+    dt = check_dtype(dtype, profile.dtype)
     if quant is not None and not isinstance(quant, KVQuant):
         raise InputError(f"quant must be a KVQuant or None, got {type(quant).__name__}")
     if quant is not None and schedule != "generate":

@@ -3,7 +3,7 @@
 """
 from __future__ import annotations
 
-from ..dtypes import DTYPE_BYTES
+from ..dtypes import DTYPE_BYTES, check_dtype
 from ..errors import InputError, UnsupportedError
 from ..mlxlm.recipe_files import traits_of
 from ..registry.profile import Profile
@@ -29,9 +29,7 @@ def validate_profile(p: Profile) -> None:
 
 def activation_dtype(p: Profile, dtype: str | None) -> tuple[str, int]:
     """The activation dtype (``dtype`` or the profile's) and its bytes per element."""
-    dt = dtype or p.dtype
-    if dt not in DTYPE_BYTES:
-        raise InputError(f"dtype must be one of {sorted(DTYPE_BYTES)}, got {dt!r}")
+    dt = check_dtype(dtype, p.dtype)
     return dt, DTYPE_BYTES[dt]
 
 

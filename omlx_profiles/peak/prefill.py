@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..dtypes import check_dtype
 from ..errors import InputError, UnsupportedError
 from ..kv.replay import MAX_CALLS
 from ..registry.profile import Profile
+from ..validation import check_flag
 from .call import (SMALL_ARRAYS, activation_dtype, call_items, call_peak, growth_bytes, held_bytes, run_ahead_ops,
                    validate_profile)
 from .explain import CallPeak, explain
@@ -60,6 +62,9 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
     if isinstance(kv_scale, bool) or not isinstance(kv_scale, (int, float)) or not (0 < kv_scale < float("inf")):
         raise InputError(f"kv_scale must be a positive finite number, got {kv_scale!r}")
     kv_scale = float(kv_scale)
+    check_flag("nax", nax)
+    if dtype is not None:
+        check_dtype(dtype, "")
 
     validate_profile(profile)
     kr = routes or KernelRoutes.for_backend(backend, mlx_version)

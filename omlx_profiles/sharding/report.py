@@ -23,7 +23,7 @@ from ..errors import InputError
 from ..estimate.estimator import Estimator
 from ..estimate.fit import search_limit
 from ..kv import kv_report
-from ..peak.prefill import Request, prefill_peak
+from ..peak.prefill import Request
 from ..kv.replay import STEP
 from .plan import load_plan
 from .ranks import RankView, ShardSpec, rank_profiles
@@ -138,13 +138,18 @@ def replay_key(profile) -> str:
 def rank_estimate(view: RankView, opts: ShardedOptions, tokens: int, w: RankWeights, hidden: int | None,
                   memo: dict | None = None) -> dict:
     """One rank's estimate; ``memo`` shares the replay between ranks holding the same layers (every rank
-    of --parallel tensor: 64 ranks replayed the same prompt 64 times)."""
+    of --parallel tensor: 64 ranks replayed the same prompt 64 times).
+
+    The peak is ``Estimator.prefill_peak``'s, the reported total (the replay raised to its monotone envelope)
+    that the single-machine estimate prints and that ``sharded_fit`` searches on: the raw replay put a rank of
+    gpt-oss-20b on CUDA up to 10% under it after a prefix, and not monotone in the prompt."""
     p = view.profile
     key = replay_key(p)
     if memo is None or key not in memo:
         rep = kv_report(p, tokens, schedule=opts.schedule, chunk=opts.chunk, dtype=opts.dtype)
-        bd = prefill_peak(p, Request(tokens, cached=opts.cached, chunk=opts.chunk, schedule=opts.schedule),
-                          backend=opts.backend, mlx_version=opts.mlx_version, dtype=opts.dtype, nax=opts.nax)
+        bd = Estimator(p).prefill_peak(Request(tokens, cached=opts.cached, chunk=opts.chunk, schedule=opts.schedule),
+                                       backend=opts.backend, mlx_version=opts.mlx_version, dtype=opts.dtype,
+                                       nax=opts.nax)
         if memo is None:
             memo = {}
         memo[key] = (rep, bd)
@@ -153,7 +158,7 @@ def rank_estimate(view: RankView, opts: ShardedOptions, tokens: int, w: RankWeig
     total = None if w.bytes is None else w.bytes + bd.held_before_bytes + bd.peak_bytes + comm
     out = {"rank": view.rank, "layers": [view.start, view.end], "kv_bytes": rep.total,
            "weights_bytes": w.bytes, "weights": w.as_dict(), "held_before_bytes": bd.held_before_bytes,
-           "peak_bytes": bd.peak_bytes, "comm_bytes": comm, "total_bytes": total,
+           "peak_bytes": bd.peak_bytes, "peak_basis": bd.peak_basis, "comm_bytes": comm, "total_bytes": total,
            "breakdown": bd.as_dict()}
     out.update(_verdict(total, opts.budget_of(view.rank), opts.reserve))
     return out
