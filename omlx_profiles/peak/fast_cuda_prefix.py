@@ -13,16 +13,18 @@ the call's query count ``q`` and offset ``o`` that is non-decreasing in both:
     B(q, o)  >= the total (held + added + pinned + window) of every call of q' <= q queries (not the last token)
                 at an offset o' <= o, after any history of calls of at most S tokens (the prefix's and the
                 prompt's, each ending on one token)
-    BL(o)    >= the same for the last token (it computes the logits)
+    BL(p, o) >= the same for the last token (it computes the logits) after a call of p' <= p queries (a rotating
+                cache holds window - 1 rows plus that call's)
 
 A request of ``n`` new tokens after ``c`` cached, ``n = k S + 1 + r``, makes ``k`` full calls at ``c .. c + (k-1) S``,
 a shorter call of ``r`` at ``c + k S`` and the last token at ``c + n - 1``, so
 
-    U(n, c) = max( B(S, c + (k-1) S) if k,  B(r, c + k S) if r,  BL(c + n - 1) )
+    U(n, c) = max( B(S, c + (k-1) S) if k,  B(r, c + k S) if r,  BL(p, c + n - 1) ),  p = r, or S (r = 0 < k), or 1
+                                                                                  (n = 1: the prefix's last token)
 
 is above the exact replay, non-decreasing in ``c`` (every offset moves right), within a block in ``n`` (``r`` grows
-at the same offset, the last token moves right) and across blocks (the shorter call of ``S - 1`` becomes a full call
-of ``S`` at the same offset). ``peak.envelope.CudaPrefixEnvelope`` reports ``max(E(n, 0), U(n, c))``.
+at the same offset, the last token moves right after a longer call) and across blocks (the shorter call of ``S - 1``
+becomes a full call of ``S`` at the same offset, the last token follows a chunk). ``peak.envelope.CudaPrefixEnvelope`` reports ``max(E(n, 0), U(n, c))``.
 
 How ``B`` is built: a grid of cells, query buckets ``(Q_{i-1}, Q_i]`` (``CallModel.q_tops``: every route threshold,
 powers of 4, every 256-row step) x offset ranges ``[o_lo, o_hi]``. A cell's bound is its top call (``Q_i`` queries
@@ -134,11 +136,16 @@ class CudaPrefix:
                         rb_other += b
         self.rb = rb_other + rb_kv * self.kv_scale
         self.groups = self._groups()
+        # the last token per bucket of the call before it (a rotating cache holds window - 1 rows plus that call's:
+        # after a one-token prefix end at most a window, after a chunk window - 1 + S), as ``peak.fast`` does
+        S = self.S
+        self.ltops = sorted({1, S} | {4 ** j for j in range(1, 8) if 4 ** j < S}) if any(
+            g[0] == "sliding" for g in self.groups) else [S]
         # cells: offset ranges [bounds[j], bounds[j + 1] - 1]; per range the cumulative bound per query bucket
         # (cum[j][i]) and of the last token (cuml[j])
         self.bounds: list[int] = [1]
         self.cum: list[list[int]] = []
-        self.cuml: list[int] = []
+        self.cuml: list[list[int]] = []
 
     def _split_tops(self, tops: list[int]) -> list[int]:
         """``tops`` with a bucket end wherever the call's item structure changes with the query count inside a
@@ -208,8 +215,7 @@ class CudaPrefix:
         groups in ``inplace`` updated in place (one-token calls)."""
         m = self.model
         S = self.S
-        qm = S if mode == "last" else Q  # the last token: the call before it has at most a chunk (sliding rows)
-        steps, hold, _ = m._steps(qm, S, off, mode)
+        steps, hold, _ = m._steps(Q, S, off, mode)  # "last": Q is the call before it (its sliding rows)
         if inplace:
             steps = {name: tuple(_in_place(st, lt_e, inplace) for st, lt_e in zip(stps, self.p.layer_types[name].entries))
                      for name, stps in steps.items()}
@@ -299,7 +305,7 @@ class CudaPrefix:
         the two corners)."""
         best = None
         for mode, inplace in self._configs(q_lo, Q, last):
-            ql = 1 if mode in ("last", "one") else q_lo
+            ql = 1 if mode == "one" else q_lo  # "last": q_lo .. Q the call before it
             v = self._part(ql, Q, o_lo, o_hi, mode, inplace, REFINE)
             if v is None:
                 return None
@@ -374,9 +380,14 @@ class CudaPrefix:
                 return None
             vals.append(v)
             prev = Q
-        vl = self._cell(1, 1, o_lo, o_hi, True)
-        if vl is None:
-            return None
+        vl = []
+        prev = 0
+        for P in self.ltops:
+            v = self._cell(prev + 1, P, o_lo, o_hi, True)
+            if v is None:
+                return None
+            vl.append(v)
+            prev = P
         return vals, vl
 
     def _extend(self, o: int) -> None:
@@ -400,10 +411,11 @@ class CudaPrefix:
             if self.cum:
                 pv, pl = self.cum[-1], self.cuml[-1]
                 vals = [max(a, b) for a, b in zip(vals, pv)]
-                vl = max(vl, pl)
-            for i in range(1, len(vals)):
-                if vals[i - 1] > vals[i]:
-                    vals[i] = vals[i - 1]
+                vl = [max(a, b) for a, b in zip(vl, pl)]
+            for cum in (vals, vl):
+                for i in range(1, len(cum)):
+                    if cum[i - 1] > cum[i]:
+                        cum[i] = cum[i - 1]
             self.cum.append(vals)
             self.cuml.append(vl)
             self.bounds.append(hi + 1)
@@ -419,12 +431,12 @@ class CudaPrefix:
         j = bisect.bisect_right(self.bounds, o) - 1
         return self._hbase(o) + self.cum[j][bisect.bisect_left(self.tops, q)]
 
-    def last_bound(self, o: int) -> int:
-        """``BL(o)``."""
+    def last_bound(self, o: int, prev: int | None = None) -> int:
+        """``BL(o)`` after a call of at most ``prev`` queries (default: a chunk)."""
         if self.bounds[-1] <= o:
             self._extend(o)
         j = bisect.bisect_right(self.bounds, o) - 1
-        return self._hbase(o) + self.cuml[j]
+        return self._hbase(o) + self.cuml[j][bisect.bisect_left(self.ltops, prev or self.S)]
 
     def upper(self, new: int, cached: int) -> int | None:
         """``U(new, cached)`` (module doc), or ``None`` where the profile has no bound (``_NoBound``)."""
@@ -435,9 +447,11 @@ class CudaPrefix:
                 self._extend(top)
             bounds, S = self.bounds, self.S
             j = bisect.bisect_right(bounds, top) - 1
-            v = self._hbase(top) + self.cuml[j]
+            k, r = divmod(new - 1, S)
+            # the last token after the shorter call, a full chunk, or (one new token) the prefix's own last token
+            p = r if r else (S if k else 1)
+            v = self._hbase(top) + self.cuml[j][bisect.bisect_left(self.ltops, p)]
             if new > 1:
-                k, r = divmod(new - 1, S)
                 if k:
                     o = cached + (k - 1) * S
                     j = bisect.bisect_right(bounds, o) - 1
