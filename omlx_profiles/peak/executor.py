@@ -241,11 +241,43 @@ def graph_window_max(items: list[Item], max_nodes: int, max_mega_elements: int, 
     live = _Live(items, 1, 0)
     ends = graph_ends(items, max_nodes, max_mega_elements, act)
     starts = [0.0] + ends[:-1]
-    best, best_w = -1.0, (0.0, 0.0)
-    for g, hi in enumerate(ends):
-        lo = starts[max(0, g - inflight)]
-        v = live.sum(lo, hi)
-        if v > best:
-            best, best_w = v, (lo, hi)
+    if len(ends) < 64:
+        best, best_w = -1.0, (0.0, 0.0)
+        for g, hi in enumerate(ends):
+            lo = starts[max(0, g - inflight)]
+            v = live.sum(lo, hi)
+            if v > best:
+                best, best_w = v, (lo, hi)
+    else:  # ``live.sum`` of every graph's window at once (a gated-DeltaNet chunk: thousands of graphs)
+        best_w = _best_window(live, items, starts, ends, inflight)
     out = live.terms(*best_w)
     return sum(out.values()), out
+
+
+def _best_window(live: _Live, items: list[Item], starts: list[float], ends: list[float],
+                 inflight: int) -> tuple[float, float]:
+    """The first window of largest ``live.sum(lo, hi)`` over the graphs (``graph_window_max``'s loop), in numpy:
+    the same float operations in the same order per window (``upto`` interpolated in the item that holds the edge,
+    ``carried_per_item`` of the item a window starts in: ``_Live.carried``'s additions), so the same window wins
+    (checked against the loop on every model kind's calls: tests/test_fits_cuda.py). Qwen3.5-35B-A3B on CUDA,
+    chunk 2048: ~4,400 graphs a call, 185 -> ~40 ms."""
+    import numpy as np
+
+    b = np.asarray(live.bounds, dtype=np.float64)
+    cum = np.asarray(live.cum, dtype=np.float64)
+    size = np.asarray([it.bytes for it in items], dtype=np.float64)
+    n = len(items)
+    carried = np.asarray(carried_per_item(items), dtype=np.float64)
+    hi = np.asarray(ends, dtype=np.float64)
+    lo = np.asarray(starts, dtype=np.float64)[np.maximum(np.arange(len(ends)) - inflight, 0)]
+
+    def upto(x):
+        j = np.searchsorted(b, x, side="right") - 1
+        jj = np.minimum(j, n - 1)
+        v = cum[jj] + size[jj] * (x - b[jj]) / (b[jj + 1] - b[jj])
+        return np.where(j < n, v, cum[-1]), jj
+
+    up_hi, _ = upto(hi)
+    up_lo, j_lo = upto(lo)
+    g = int(np.argmax(up_hi - up_lo + carried[j_lo]))
+    return float(lo[g]), float(hi[g])

@@ -124,17 +124,28 @@ class CallWalk:
                 w = w2
         return w
 
-    def window_bound(self, variant, op_elems, ops=None) -> int:
+    def window_bound(self, variant, op_elems, ops=None, embedded=None) -> int | None:
         """An upper bound of the window term of every call whose items lie between ``op_elems``' call and
         this variant's items (``free_graph_window``; the worst case's run-ahead window is already free of
-        graph starts: a larger item never lowers it)."""
+        graph starts: a larger item never lowers it). ``embedded``: the bottom's ops mapped onto these (``_Ops.embed``,
+        op counts that differ); then ``None`` for a worst case, whose run-ahead window counts ops, not nodes."""
         worst, items = variant
         gc = self.kr.executor.graph_commit
         inflight = gc.window_graphs
+        if embedded is not None and worst:
+            return None
         if op_elems is None:
             w = free_graph_window(items, gc.max_nodes, gc.max_mega_elements, inflight, self.act, None, ops)
         else:  # the chain bound (tighter where the graph ends move little within the bucket)
-            w = chain_graph_window(items, gc.max_nodes, gc.max_mega_elements, inflight, self.act, op_elems, ops)
+            if embedded is None:
+                w = chain_graph_window(items, gc.max_nodes, gc.max_mega_elements, inflight, self.act, op_elems, ops)
+            else:
+                # op counts that differ (``_Ops.embed``): the chain's intervals widen by every op a shorter call lacks,
+                # graph after graph (Qwen3.5-35B-A3B chunk 512, 480-511 queries: 10.5 GB against 2.16 GB exact at the
+                # top); a window from any op, counting the fewest nodes, stays close (2.27 GB) at a third of the cost
+                lo_nodes, lo_el, slack = embedded
+                w = free_graph_window(items, gc.max_nodes, gc.max_mega_elements, inflight, self.act, lo_el, ops,
+                                      lo_nodes, slack)
         if worst:
             w2, _ = window_max(items, run_ahead_ops(self.kr), 1, 0)
             if w2 > w:
@@ -204,7 +215,12 @@ def op_elements(items: list, act: int) -> np.ndarray:
 
 def _item_sig(it) -> tuple:
     return (it.term, it.ops, it.views, it.nodes, it.carry_items, it.out < 0, len(it.op_bytes),
-            isinstance(it.elems, tuple))
+            isinstance(it.elems, tuple), it.grows)
+
+
+def _loose_sig(sig: tuple) -> tuple:
+    """An item's structure without its op and node counts: what two calls of a ``grows`` item share."""
+    return sig[:1] + sig[2:3] + sig[4:]
 
 
 def _sig(items: list) -> tuple:
@@ -220,13 +236,40 @@ def _sig(items: list) -> tuple:
     return tuple(out)
 
 
+def _shape(items: list) -> tuple:
+    """``_sig`` without the op and node counts of ``grows`` items (what ``_Ops.embed`` lets two calls differ in):
+    where a bucket's structure changes for good (a route, a kernel's node count)."""
+    return _shape_of(_sig(items))
+
+
+_SHAPES_OF: dict = {}
+
+
+def _shape_of(sig: tuple) -> tuple:
+    """``_shape`` from a call's ``_sig`` (memoized: the two ends of a bucket are compared more than once)."""
+    v = _SHAPES_OF.get(id(sig))
+    if v is None or v[0] is not sig:
+        if len(_SHAPES_OF) >= 256:
+            _SHAPES_OF.clear()
+        memo: dict = {}
+        out = []
+        for x in sig:
+            y = memo.get(x)
+            if y is None:
+                y = memo[x] = _loose_sig(x) if x[-1] else x
+            out.append(y)
+        v = _SHAPES_OF[id(sig)] = (sig, tuple(out))
+    return v[1]
+
+
 class _Ops:
     """One call's items as per-op arrays (executor order, after ``split_ops``): kernel nodes, input elements,
     bytes, and for a window starting at each op the outputs carried into it (``_Live.carried``); plus the
     items' structure, to compare two calls. Built once per item list (a bucket's ends are shared); a call's
     layers share their item objects, so each distinct item is read once."""
 
-    __slots__ = ("sig", "byts", "outs", "carries", "per_node", "per_el", "per_byte", "owner", "carried", "m")
+    __slots__ = ("sig", "byts", "outs", "carries", "per_node", "per_el", "per_byte", "owner", "carried", "m",
+                 "counts", "special", "nodes")
 
     def __init__(self, items: list, act: int, light: bool = False):
         """``light``: the structure, nodes and input elements only (where a caller needs no window:
@@ -252,6 +295,9 @@ class _Ops:
             self.byts = np.array([r[0] for r in rows], dtype=np.float64)
             self.outs = np.array([r[1] for r in rows], dtype=np.float64)
             self.carries = np.array([r[2] for r in rows], dtype=np.float64)
+        self.counts = counts
+        self.special = np.array([r[6] for r in rows], dtype=bool)
+        self.nodes = np.array([r[4] * r[3] for r in rows], dtype=np.float64)
         self.per_node = np.repeat(np.array([r[4] for r in rows], dtype=np.float64), counts)
         self.per_el = np.repeat(np.array([r[5] for r in rows], dtype=np.float64), counts)
         if any(r[6] for r in rows):
@@ -283,8 +329,58 @@ class _Ops:
                 and bool(np.all(self.per_byte <= b.per_byte)))
 
 
+    def embed(self, b: "_Ops") -> tuple | None:
+        """Where the two calls' items differ only in the op and node counts of ``grows`` items (a per-token loop's
+        spans: ``peak.ops.recurrent.deltanet_spans``), this call (the bottom of a query bucket) mapped onto ``b``'s
+        ops (its top), for ``free_graph_window``: ``(lo_nodes, lo_el, slack)`` per op of ``b``;
+        ``None`` where they differ otherwise, or a size here is above ``b``'s.
+
+        The mapping: a ``grows`` item's ops here are the LAST ops of the same item in ``b`` (the ops a shorter call
+        lacks are taken at the item's start, so a window edge maps into the same item and its carried bytes are
+        ``b``'s). A call between the two has at least this call's ops and nodes and at most ``b``'s, per item, and
+        a graph that starts at an op of it ends, mapped, no later than one counting ``lo_nodes`` / ``lo_el`` (the
+        fewest nodes and input elements a call of the bucket has at each op of ``b``, 0 where it may lack the op)
+        from the same op: ``free_graph_window`` over those reaches at least as far as every call's window. Bytes are
+        ``b``'s per op: a ``grows`` item whose bytes per op fall with its op count (a span's fixed part: ``2 st_b``
+        of the first chain span, a readout's state) can hold more per op at fewer ops; ``slack`` covers the two
+        items a window can cut (``ops_b x`` the per-op excess here, each)."""
+        sa, sb = self.sig, b.sig
+        if len(sa) != len(sb) or self.m != b.m:
+            return None
+        if not (np.all(self.byts <= b.byts) and np.all(self.outs <= b.outs) and np.all(self.carries <= b.carries)):
+            return None
+        ca, cb = self.counts, b.counts
+        if _shape_of(sa) != _shape_of(sb):
+            return None
+        diff = np.fromiter((x != y for x, y in zip(sa, sb)), dtype=bool, count=len(sa))
+        if np.any(diff & (self.special | b.special)) or np.any(ca > cb) or np.any(self.nodes > b.nodes + 1e-9):
+            return None
+        d = cb - ca
+        starts_a = np.concatenate(([0], np.cumsum(ca)))[:-1]
+        starts_b = np.concatenate(([0], np.cumsum(cb)))[:-1]
+        item = np.repeat(np.arange(len(cb)), cb)
+        local = np.arange(int(cb.sum())) - starts_b[item]
+        mask = local >= d[item]
+        ai = np.where(mask, starts_a[item] + local - d[item], 0)
+        same = ~diff[item]  # ops of items with one structure: this call's values at most b's, as ``below``
+        pna, pea, pba = self.per_node[ai], self.per_el[ai], self.per_byte[ai]
+        if np.any((pea > b.per_el) & same) or np.any((pba > b.per_byte) & same):
+            return None
+        lo_nodes = np.where(mask, np.minimum(pna, b.per_node), 0.0)
+        lo_el = np.where(mask, np.minimum(pea, b.per_el), 0.0)
+        slack = 0.0
+        if diff.any():
+            # per-op bytes of a grows item (not special: even over its ops) here and in b
+            ppa = self.byts / np.maximum(ca, 1)
+            ppb = b.byts / np.maximum(cb, 1)
+            ex = np.where(diff, cb * np.maximum(ppa - ppb, 0.0), 0.0)
+            slack = 2.0 * float(ex.max())
+        return lo_nodes, lo_el, slack
+
+
 def free_graph_window(items: list, max_nodes: int, max_mega_elements: int, inflight: int, act: int,
-                      op_elems: np.ndarray | None = None, ops: _Ops | None = None) -> int:
+                      op_elems: np.ndarray | None = None, ops: _Ops | None = None, op_nodes: np.ndarray | None = None,
+                      slack: float = 0.0) -> int:
     """An upper bound of ``executor.graph_window_max`` over the same items that does not need to know where
     the graphs start: the live bytes from ANY op position ``x`` to the end of the ``inflight + 1``-th graph
     a chain started at ``x`` would commit.
@@ -300,13 +396,15 @@ def free_graph_window(items: list, max_nodes: int, max_mega_elements: int, infli
 
     ``op_elems``: per op, the input elements to count instead of the items' own (``op_elements`` of another
     call of the same structure; fewer elements end graphs later: a query bucket's smallest call). ``ops``:
-    the items' ``_Ops``, where already built."""
+    the items' ``_Ops``, where already built. ``op_nodes`` / ``slack``: per op, the kernel nodes to count instead of
+    the items' own, and bytes to add (``_Ops.embed``: a bucket whose calls' op counts differ, mapped onto its top's
+    ops; fewer nodes end graphs later, so a window from any op reaches at least as far as any call's)."""
     if not items:
         return 0
     o = ops or _Ops(items, act)
     per_el = o.per_el if op_elems is None else op_elems
     total = int(o.per_node.size)
-    node_cum = np.concatenate(([0.0], np.cumsum(o.per_node)))
+    node_cum = np.concatenate(([0.0], np.cumsum(o.per_node if op_nodes is None else op_nodes)))
     el_cum = np.concatenate(([0.0], np.cumsum(per_el)))
     upto = np.concatenate(([0.0], np.cumsum(o.per_byte)))
     node_lim = max_nodes + 1 + 1e-6
@@ -323,7 +421,7 @@ def free_graph_window(items: list, max_nodes: int, max_mega_elements: int, infli
         ends = G[ends]
     best = float(np.max(upto[ends] - upto[:-1] + o.carried[o.owner])) if total else 0.0
     # float sums of up to ~1e6 ops: a relative hair on top, and 1 B per item for the terms' rounding
-    return int(best * (1 + 1e-12)) + 1 + o.m
+    return int((best + slack) * (1 + 1e-12)) + 1 + o.m
 
 
 
@@ -526,7 +624,7 @@ class CudaFit:
             def sig(t):
                 v = sigs.get(t)
                 if v is None:
-                    v = sigs[t] = tuple(_sig(items) for _, items in parts(rs[t])[1])
+                    v = sigs[t] = tuple(_shape(items) for _, items in parts(rs[t])[1])
                 return v
 
             def split_at(i, j):
@@ -559,11 +657,22 @@ class CudaFit:
                 base_a, var_a = parts(a)
                 base_b, var_b = parts(b)
                 up = None
-                oa, ob = infos(a, var_a), infos(b, var_b)
-                if all(x.below(y) for x, y in zip(oa, ob)):
+                if sig(i) != sig(j):  # a route or a kernel's node count changes inside: split there (no bound)
+                    oa = ob = ()
+                else:
+                    oa, ob = infos(a, var_a), infos(b, var_b)
+                if oa and all(x.below(y) for x, y in zip(oa, ob)):
                     up = max(base_a, base_b) + max(self.walk.window_bound(y, x.per_el, y_ops)
                                                    for x, y_ops, y in zip(oa, ob, var_b))
-                else:
+                elif oa:
+                    # a gated-DeltaNet loop's spans: op counts that grow with the query count (``_Ops.embed``)
+                    emb = [x.embed(y) for x, y in zip(oa, ob)]
+                    if all(e is not None for e in emb):
+                        ws = [self.walk.window_bound(y, x.per_el, y_ops, e)
+                              for x, y_ops, y, e in zip(oa, ob, var_b, emb)]
+                        if all(w is not None for w in ws):
+                            up = max(base_a, base_b) + max(ws)
+                if up is None:
                     misses += 1
                     if misses > MAX_MISSES:
                         # the items' structure changes with nearly every query count (a gated-DeltaNet loop
@@ -673,13 +782,16 @@ class CudaFit:
 
     def _exact_calls(self, new_tokens: int) -> int:
         k, r = divmod(new_tokens - 1, self.c)
-        if k not in self._leaves:
-            self._build(k)
-        lv = self._leaves[k]
-        pu, pe = lv[0].at(r)
-        tu, te = (lv[2] if r in lv[3] else lv[1]).at(r)
+        lv = self._leaves.get(k)
         v = self._full_part(k, r) or 0
         w = self.snaps[k].clone()
+        if lv is None:
+            # the offset's buckets are not built (the envelope's terms 2 and c, and k c + 2, each once): its two calls
+            # replayed cost less than its buckets (a gated-DeltaNet's block 0: ~100 bounds), same total
+            v = max(v, w.step(r, evaluate=True)[0])
+            return max(v, w.step(1, evaluate=True, last=True)[0])
+        pu, pe = lv[0].at(r)
+        tu, te = (lv[2] if r in lv[3] else lv[1]).at(r)
         if pu is not None and (pe or pu <= v):  # known exactly, or never the highest
             v = max(v, pu) if pe else v
             w.step(r, evaluate=False)

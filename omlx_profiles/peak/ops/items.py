@@ -25,6 +25,8 @@ class Item:
     nodes: int = -1  # CUDA graph nodes (kernels) the item's ops add (-1: ``ops``)
     op_bytes: tuple = ()  # bytes each op allocates (``ops`` entries, summing to ``bytes``) where it matters
     # which op allocates them (a graph boundary can fall inside the item); empty: spread evenly
+    grows: bool = False  # ``ops`` and ``nodes`` grow with the call's query count and every op is alike (a per-token
+    # loop's span): the CUDA fit bounds (``peak.fast_cuda``) may compare two calls whose counts differ here
 
 
 @dataclass(frozen=True, slots=True)

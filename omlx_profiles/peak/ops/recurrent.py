@@ -74,7 +74,8 @@ def linear_attention_items(p: Profile, lt: LayerType, entry: CacheEntry, step: E
                     + S * nv * 4 * 2)
             items.append(Item("deltanet.gates", S * nv * 4 * 4 + 2 * S * nv * dk * s, 6, out=0,
                               carry=held, carry_items=1))
-            items += deltanet_recurrence_items(S, d, nvdv, s, held, S * (d.conv_dim + nvdv + 2 * nv) * s)
+            items += deltanet_recurrence_items(S, d, nvdv, s, held, S * (d.conv_dim + nvdv + 2 * nv) * s,
+                                               monotone=ctx.routes.executor.graph_commit is not None)
         if not cache_only:
             items.append(Item("deltanet.out_norm", S * nvdv * s * 3, 5, out=S * nvdv * s))
             items.append(Item("o_proj", S * h * s, 1, elems=S * nvdv + h * nvdv))
@@ -119,7 +120,25 @@ DELTANET_SPANS = 32
 CHAIN_KERNELS, READOUT_KERNELS = 6, 2  # kernels per step of each phase (traced on the H200, see below)
 
 
-def deltanet_recurrence_items(S: int, d: StateDims, nvdv: int, act: int, held: int, held_z: int) -> list[Item]:
+def deltanet_spans(S: int, monotone: bool) -> list[int]:
+    """The steps per span of ``S`` steps. By default ``S * i // DELTANET_SPANS`` cut points, the empty spans
+    dropped. ``monotone`` (graph-commit executors, CUDA): always ``DELTANET_SPANS`` spans, each taking one step more in
+    a fixed order (the first span, then the last, the one before, ...; some empty where ``S < DELTANET_SPANS``), so
+    that every span only grows with ``S`` and the items of two query counts differ only in the spans' op counts: what lets ``peak.fast_cuda``
+    bound a bucket of shorter calls by its top (with the cut points, 47 and 48 steps split 1, 1, 2, ... and
+    1, 2, 1, ...: no bucket held, every length was replayed). An empty span is one slot with no kernel and no bytes
+    that hands the carry on: the graph model's bytes, nodes and elements are those of the spans it replaces."""
+    if not monotone:
+        parts = [S * i // DELTANET_SPANS for i in range(DELTANET_SPANS + 1)]
+        return [b - a for a, b in zip(parts, parts[1:]) if b > a]
+    q, j = divmod(S, DELTANET_SPANS)
+    # the order the spans take one step more in: the first, then from the last down (the first span, which holds the
+    # loop's first temporaries, is never empty)
+    return [q + (j > 0)] + [q + (j >= DELTANET_SPANS + 1 - i) for i in range(1, DELTANET_SPANS)]
+
+
+def deltanet_recurrence_items(S: int, d: StateDims, nvdv: int, act: int, held: int, held_z: int, *,
+                              monotone: bool = False) -> list[Item]:
     """``gated_delta_ops`` (off Metal) in the order MLX evaluates it: a Python loop of one compiled step per
     token builds a lazy graph whose two outputs per step are the new fp32 state and ``y = sum(state * q)``.
     MLX evaluates the graph depth-first from what is asked for (the cache's final state, then the next layer's
@@ -142,8 +161,7 @@ def deltanet_recurrence_items(S: int, d: StateDims, nvdv: int, act: int, held: i
     in flight), a readout its ``state * q`` product and ``y`` (fp32 sum, cast)."""
     st_b = d.ssm_elems * 4
     y_b = nvdv * act
-    parts = [S * i // DELTANET_SPANS for i in range(DELTANET_SPANS + 1)]
-    spans = [b - a for a, b in zip(parts, parts[1:]) if b > a]
+    spans = deltanet_spans(S, monotone)
     items = []
     states = 0
     for k, n in enumerate(spans):
@@ -154,15 +172,16 @@ def deltanet_recurrence_items(S: int, d: StateDims, nvdv: int, act: int, held: i
         ahead = spans[k + 1] * st_b if k + 1 < len(spans) else 0
         items.append(Item("deltanet.recurrence_states", n * 4 * st_b + (2 * st_b if k == 0 else 0),
                           CHAIN_KERNELS * n, carry=held + states + ahead, carry_items=1, out=0,
-                          elems=n * 3 * d.ssm_elems))
+                          elems=n * 3 * d.ssm_elems, grows=monotone))
     ys = 0
     for n in spans:
         states -= n * st_b
         ys += n * y_b
-        items.append(Item("deltanet.readout", n * (nvdv * 4 + y_b) + st_b, READOUT_KERNELS * n,
-                          carry=held + states + ys, carry_items=1, out=0, elems=n * (d.ssm_elems + nvdv)))
+        items.append(Item("deltanet.readout", n * (nvdv * 4 + y_b) + (st_b if n else 0), READOUT_KERNELS * n,
+                          carry=held + states + ys, carry_items=1, out=0, elems=n * (d.ssm_elems + nvdv),
+                          grows=monotone))
     # mx.stack of S arrays: one copy kernel per input, all in one graph (traced: a graph of S + ~40 nodes)
-    items.append(Item("deltanet.stack", S * nvdv * act, 1, nodes=S, carry=held_z, carry_items=1))
+    items.append(Item("deltanet.stack", S * nvdv * act, 1, nodes=S, carry=held_z, carry_items=1, grows=monotone))
     return items
 
 
