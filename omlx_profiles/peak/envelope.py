@@ -51,8 +51,8 @@ Calibration points (no prefix, a prompt of whole chunks plus the last token: ``n
 dominating point: ``E = V`` there, their est/measured unchanged.
 
 A ``bound`` basis (unfused fp32 attention, no donation, the whole run-ahead window) has fast lines too since
-session 8 (``peak.fast``): its ``U`` terms make it monotone as above (deepseek-v2-lite on CPU fell 5.4% with the
-prefix before).
+session 10 (``peak.fast``): its ``U`` terms make it monotone as above (deepseek-v2-lite on CPU fell 5.4% with the
+prefix before). Not a gated-DeltaNet on CPU (``FastPeak._shapeless``): exact only, like CUDA below.
 
 CUDA (graph-commit boundaries move with the length, no line holds): without a prefix ``E(n, 0)`` is
 ``CudaEnvelope.fresh``: the maximum over ``P(n)`` raised to the block's cumulative bucket bounds of
