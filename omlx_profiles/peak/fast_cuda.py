@@ -275,7 +275,9 @@ class _Ops:
     __slots__ = ("sig", "byts", "outs", "carries", "per_node", "per_el", "per_byte", "owner", "carried", "m",
                  "counts", "special", "nodes")
 
-    def __init__(self, items: list, act: int):
+    def __init__(self, items: list, act: int, light: bool = False):
+        """``light``: the structure, nodes and input elements only (where a caller needs no window:
+        ``peak.fast_cuda_prefix``'s fewest-elements calls)."""
         from .executor import split_ops
 
         a = max(act, 1)
@@ -289,13 +291,14 @@ class _Ops:
                 special = bool((it.op_bytes and len(it.op_bytes) == n and n > 1) or (isinstance(e, tuple) and len(e) == n))
                 r = seen[id(it)] = (it.bytes, it.bytes if it.out < 0 else it.out, it.carry, n,
                                     (it.nodes if it.nodes >= 0 else it.ops) / n, 0.0 if special else (e or it.bytes // a) / n,
-                                    special, _item_sig(it), split_ops([it]))
+                                    special, _item_sig(it), None if light else split_ops([it]))
             rows.append(r)
         self.sig = tuple(r[7] for r in rows)
-        self.byts = np.array([r[0] for r in rows], dtype=np.float64)
-        self.outs = np.array([r[1] for r in rows], dtype=np.float64)
-        self.carries = np.array([r[2] for r in rows], dtype=np.float64)
         counts = np.array([r[3] for r in rows], dtype=np.int64)
+        if not light:
+            self.byts = np.array([r[0] for r in rows], dtype=np.float64)
+            self.outs = np.array([r[1] for r in rows], dtype=np.float64)
+            self.carries = np.array([r[2] for r in rows], dtype=np.float64)
         self.counts = counts
         self.special = np.array([r[6] for r in rows], dtype=bool)
         self.nodes = np.array([r[4] * r[3] for r in rows], dtype=np.float64)
@@ -314,6 +317,8 @@ class _Ops:
                 else:
                     vals = e
                 self.per_el[starts[idx]:starts[idx + 1]] = vals
+        if light:
+            return
         split = [x for r in rows for x in r[8]]
         ops = np.array([max(1, it.ops) for it in split], dtype=np.int64)
         self.per_byte = np.repeat(np.array([it.bytes for it in split], dtype=np.float64) / ops, ops)
