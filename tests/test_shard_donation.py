@@ -92,8 +92,9 @@ def test_the_session3_allocations_were_the_eval_race():
 
 def test_residual_adds_measured_in_place_but_still_charged():
     """Both residual adds of Llama and Phi-3 layers, and Qwen3's first, measured 0 bytes in one graph; the
-    CUDA items keep charging them (donation.residual_add: false, the reason is in profiles/kernels/cuda.yaml),
-    so the items may only be above the measured block, never below."""
+    CUDA items keep charging them (donation.residual_add: false, the reason is in profiles/kernels/cuda.yaml)
+    as a bound against graph placement (``placement_margin``), dropped only where the window holds the whole
+    call (donation.residual_add_whole_call, next test)."""
     b = _blocks()
     for kind in ("llama-rank", "llama", "phi3"):
         for off in (0, 6144):
@@ -102,6 +103,45 @@ def test_residual_adds_measured_in_place_but_still_charged():
     for off in (0, 6144):
         assert b[("qwen3-rank", off, "attn + add1")] == pytest.approx(b[("qwen3-rank", off, "attn")], abs=0.01)
     assert not KernelRoutes.for_backend("cuda", "0.32.4").donation.residual_add
+
+
+def _layer_bytes(kind: str, call: int) -> tuple[float, float, int]:
+    """One full layer's bytes in a 2048-token call of ``Request(8192, chunk=2048)`` (call 0: offset 0, call 3:
+    offset 6144) as the model charges them: the CUDA window of a 4-layer model minus a 3-layer one's (both commit
+    2 graphs, inside the window: the whole call), plus the rows the layer's cache adds (``growth``, charged
+    outside the window); the 4-layer call's graph count."""
+    from omlx_profiles.peak.call import call_window
+    kr = KernelRoutes.for_backend("cuda", "0.32.4")
+    win, rows = {}, {}
+    for n in (3, 4):
+        cfg = _config(kind)
+        cfg["num_hidden_layers"] = n
+        p = profile_for_config(cfg, "bf16")
+        items = call_items(p, Request(8192, chunk=2048), call, backend="cuda", mlx_version="0.32.4", routes=kr)
+        win[n] = call_window(items, kr.executor, 2048, 2)[0]
+        graphs = len(graph_ends(split_ops(items), CAP.max_nodes, CAP.max_mega_elements, 2))
+        e = p.layer_types[p.layer_names[0]].entries[0]
+        rows[n] = 2048 * e.row_elements * 2 * (call > 0)  # a growing cache's new rows (call 0: its first buffer)
+    return (win[4] - win[3]) / MiB, rows[4] / MiB, graphs
+
+
+@pytest.mark.parametrize("kind", ["llama-rank", "llama", "phi3"])
+def test_whole_call_window_charges_the_one_graph_block(kind):
+    """Where every graph of a call is inside the window (donation.residual_add_whole_call), a layer costs what
+    the one-graph probe measured for the whole block: the residual adds at 0 bytes (with them charged it would be
+    +2 x 16 / 32 / 24 MiB). Offset 6144 (growing cache): the window's layer plus its new rows is the block to
+    0.2 MiB (the small arrays and 16 KiB pages of a layer: MLX's allocator rounds every buffer up). Offset 0: the
+    model also charges the first cache buffer, which the block did not allocate (2 x 2048 rows): above, never
+    under."""
+    b = _blocks()
+    for call, off in ((0, 0), (3, 6144)):
+        layer, rows, graphs = _layer_bytes(kind, call)
+        assert graphs <= CAP.window_graphs + 1
+        measured = b[(kind, off, "block")]
+        if off:
+            assert layer + rows == pytest.approx(measured, abs=0.2), (off, layer, rows, measured)
+        else:
+            assert layer == pytest.approx(measured, abs=0.05), (off, layer, measured)
 
 
 def _prefill_points():

@@ -39,6 +39,11 @@ _SRC = """
 
 _kernel = None
 CHUNK_MS = [0.0]  # run 2: the first stall of every chunk spins this long instead (set by probe_commits)
+# session 10 (probe_plans_warm.py): one model measured idle and stalled in turn, so the stalls can be switched off
+# (the wrapped norms then call rms_norm with the plain weight: the model as built) ...
+ACTIVE = [True]
+# ... and a stall before every attention's SDPA (install_attention), this long (0: none)
+ATTN_MS = [0.0]
 
 
 class Counter:
@@ -93,6 +98,8 @@ class StalledNorm(nn.Module):
         self._mode = mode
 
     def __call__(self, x):
+        if not ACTIVE[0]:
+            return mx.fast.rms_norm(x, self.inner.weight, self.inner.eps)
         w = stall(self.inner.weight, _one(x), self._ms, self._mode)
         return mx.fast.rms_norm(x, w, self.inner.eps)
 
@@ -129,7 +136,7 @@ def install(model, layer_ms: float, gdn_every: int, gdn_ms: float, mode: str) ->
 
         def step(q, k, v, g, beta, state, mask=None):
             calls[0] += 1
-            if calls[0] % gdn_every == 0:
+            if ACTIVE[0] and calls[0] % gdn_every == 0:
                 g = stall(g, _one(state), gdn_ms, mode)
             return orig(q, k, v, g, beta, state, mask)
 
@@ -137,6 +144,48 @@ def install(model, layer_ms: float, gdn_every: int, gdn_ms: float, mode: str) ->
         gdn = True
     return {"layer_ms": layer_ms, "norms_wrapped": wrapped, "gdn_every": gdn_every, "gdn_ms": gdn_ms,
             "gdn_patched": gdn, "mode": mode}
+
+
+_TINY = []
+
+
+def install_attention(mode: str) -> list[str]:
+    """Session 10: a stall right before every attention's SDPA of the mlx-lm modules that import
+    ``scaled_dot_product_attention`` from ``mlx_lm.models.base`` (deepseek_v3 - Kimi-K2 runs it -, qwen3_next, ...).
+    Active while ``ACTIVE[0]`` and ``ATTN_MS[0] > 0``. The stall copies a one-element array after one element of the
+    mask (or of the keys when the mask is a string) exists, and the queries are made to depend on it with
+    ``mx.depends`` (no copy: the output shares the queries' buffer), so the SDPA kernel starts only after the spin.
+    Why: at a chunk's start the estimate's worst window has layer 0's score matrix alive (its SDPA, which reads it as
+    the mask, still in flight) when the 12th graph is launched; with the other stalls the GPU finishes that SDPA a few
+    ms before the host, woken when graph 2 completes, launches graph 12 (s8-mla's traces). Bytes: 2 B per stall."""
+    import importlib
+
+    from mlx_lm.models import base
+
+    if not _TINY:
+        _TINY.append(mx.zeros((1,), mx.bfloat16))
+        mx.eval(_TINY[0])
+    orig = getattr(base, "_omlx_orig_sdpa", None) or base.scaled_dot_product_attention
+    base._omlx_orig_sdpa = orig
+
+    def sdpa(queries, keys, values, cache, scale, mask, sinks=None):
+        if ACTIVE[0] and ATTN_MS[0] > 0:
+            dep = _one(mask) if isinstance(mask, mx.array) else _one(keys)
+            s = stall(_TINY[0], dep, ATTN_MS[0], mode)
+            queries = mx.depends(queries, s)
+        return orig(queries, keys, values, cache, scale, mask, sinks)
+
+    patched = []
+    for name in ("deepseek_v3", "deepseek_v32", "qwen3_next", "qwen3_5"):
+        try:
+            m = importlib.import_module(f"mlx_lm.models.{name}")
+        except ImportError:
+            continue
+        if getattr(m, "scaled_dot_product_attention", None) in (orig, sdpa) or \
+                getattr(getattr(m, "scaled_dot_product_attention", None), "__name__", "") == "sdpa":
+            m.scaled_dot_product_attention = sdpa
+            patched.append(name)
+    return patched
 
 
 def uninstall_gdn():

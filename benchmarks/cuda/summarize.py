@@ -8,6 +8,7 @@
     python3 benchmarks/cuda/summarize.py --s6          # .../h200-mlx-0.32.4-s6.yaml + -s6-contention.yaml
     python3 benchmarks/cuda/summarize.py --s7          # .../h200-mlx-0.32.4-s7.yaml + -s7-contention.yaml
     python3 benchmarks/cuda/summarize.py --s8          # .../h200-mlx-0.32.4-s8-stalled.yaml + -s8-stalled-contention.yaml
+    python3 benchmarks/cuda/summarize.py --s10         # .../h200-mlx-0.32.4-s10-plans-warm.yaml + -s10-plans-warm-stalled.yaml
     python3 benchmarks/cuda/summarize.py --contention  # .../h200-mlx-0.32.4-contention.yaml (peaks_contention*.json)
     python3 benchmarks/cuda/summarize.py --heldout2    # .../h200-mlx-0.32.4-heldout2.yaml (commits_heldout2.json)
     python3 benchmarks/cuda/summarize.py --nemotron    # .../h200-mlx-0.32.4-nemotron.yaml (commits_nemotron.json)
@@ -59,6 +60,8 @@ CALIB_S7 = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-s7.yaml
 CALIB_S7_HOG = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-s7-contention.yaml"
 CALIB_S8_STALL = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-s8-stalled.yaml"
 CALIB_S8_STALL_HOG = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-s8-stalled-contention.yaml"
+CALIB_S10_WARM = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-s10-plans-warm.yaml"
+CALIB_S10_WARM_STALL = ROOT / "profiles" / "calibration" / "cuda" / "h200-mlx-0.32.4-s10-plans-warm-stalled.yaml"
 NEVERUNDER_IDS = {"deepseek-v3-8l-16e": "deepseek-ai/DeepSeek-V3 (first 8 layers, 16 experts)",
                   "deepseek-v3.2-8l-16e": "deepseek-ai/DeepSeek-V3.2 (first 8 layers, 16 experts)",
                   "qwen3-next-80b-a3b-8l-64e": "Qwen/Qwen3-Next-80B-A3B-Thinking (first 8 layers, 64 experts)",
@@ -318,9 +321,30 @@ S8_HOG_HEADER = [
     "#   two gpu_hog.py processes (8192^3 bf16 matmuls) on the same H200 the whole time: the shapes still above 1.15",
     "#   after the stalled pass. CUT TO FIT as in h200-mlx-0.32.4-s6.yaml (kimi-k2-8l-16e, qwen3-next-80b-a3b-8l-64e).",
 ]
+S10_COMMON = [
+    "# Issue 14 (session 10, s10-mla: run_s10mla.sh twice, probe_plans_warm.py; predictions committed before each run:",
+    "#   benchmarks/cuda/predictions-s10-mla.md, results/s10mla_predictions_before_run.json).",
+    "# PLANS WARM: each prompt was first run once in the same process (every chunk shape's cuDNN SDPA plan, compiled",
+    "#   router and kernel built: the 'first' run, not listed here), then measured again: the steady state of an engine",
+    "#   that has served prompts of this length before. (Session 9: building a cuDNN plan for a new shape blocks the",
+    "#   host; the traces here show the host waiting for the GPU wherever something is built for a shape first met.)",
+]
+S10_WARM_HEADER = S10_COMMON + [
+    "# Idle GPU, no stalls (condition 'warm' in the JSON).",
+    "# CUT TO FIT as in h200-mlx-0.32.4-s6.yaml (kimi-k2-8l-16e, qwen3-next-80b-a3b-8l-64e, deepseek-v3-8l-16e).",
+]
+S10_WARM_STALL_HEADER = S10_COMMON + [
+    "# AND STALLED (stall.py, as h200-mlx-0.32.4-s8-stalled.yaml: a spin kernel before every RMSNorm of a layer, 5-10 ms,",
+    "#   100-200 ms at each chunk's first layer, every 8th gated-DeltaNet step 2 ms; 'warm_stalled' in the JSON), and for",
+    "#   'warm_stalled_attn' also a spin right before every attention's SDPA (20 ms in run 1, 100 ms in run 2; 5 ms at",
+    "#   step 512), the queries made to depend on it with mx.depends (no copy): the GPU then holds layer 0's score",
+    "#   matrix (its SDPA's mask) while the host encodes the 12th graph, the window the estimate bounds. Stall bytes: at",
+    "#   most 0.5 MiB per chunk (stall_bytes_bound in the JSON).",
+    "# CUT TO FIT as in h200-mlx-0.32.4-s6.yaml (kimi-k2-8l-16e, qwen3-next-80b-a3b-8l-64e, deepseek-v3-8l-16e).",
+]
 
 
-def traced_calibration(results: str, ids: dict, header: list[str]) -> str:
+def traced_calibration(results: str, ids: dict, header: list[str], conditions: frozenset | None = None) -> str:
     """Calibration points from probe_commits.py's traced prefill (after a 64-token warm-up); its chunk peaks
     are recorded in MiB to 0.1 (so each peak here is exact to +-52 KB). ``results``: one or more files
     (comma-separated); points of depth-truncated models (``layers``) are left out."""
@@ -328,7 +352,8 @@ def traced_calibration(results: str, ids: dict, header: list[str]) -> str:
     for name in results.split(","):
         d = json.loads((RESULTS / name).read_text())
         data["mlx"] = data["mlx"] or d["mlx"]
-        data["points"] += [dict(pt, _file=name) for pt in d.get("points", []) if not pt.get("layers")]
+        data["points"] += [dict(pt, _file=name) for pt in d.get("points", []) if not pt.get("layers")
+                           and (conditions is None or pt.get("condition") in conditions)]
     lines = [
         CALIBRATION_HINT,
         "# Prefill peaks measured on a real MLX allocator (CUDA), for estimator tests.",
@@ -358,7 +383,7 @@ def traced_calibration(results: str, ids: dict, header: list[str]) -> str:
             f"    peak_over_baseline_max: {max(peaks)}",
             f"    graphs_per_chunk: [{', '.join(str(c['n_launch']) for c in pts[0]['chunks'])}]",
             f"    most_in_flight: {max(c['most_in_flight_at_launch'] for p in pts for c in p['chunks'])}",
-            f"    source: [benchmarks/cuda/results/{pts[0]['_file']}]",
+            "    source: [" + ", ".join(dict.fromkeys(f"benchmarks/cuda/results/{p['_file']}" for p in pts)) + "]",
         ]
     return "\n".join(lines) + "\n"
 
@@ -366,6 +391,9 @@ def traced_calibration(results: str, ids: dict, header: list[str]) -> str:
 # The DeepSeek-family / GDN traced sessions: for each flag, the calibration files it writes, from which traces,
 # under which header (idle and loaded / stalled runs go to separate files).
 TRACED_SESSIONS = {
+    "s10": ((CALIB_S10_WARM, "commits_s10warm.json,commits_s10warm2.json", S10_WARM_HEADER, frozenset({"warm"})),
+            (CALIB_S10_WARM_STALL, "commits_s10warm.json,commits_s10warm2.json", S10_WARM_STALL_HEADER,
+             frozenset({"warm_stalled", "warm_stalled_attn"}))),
     "s8": ((CALIB_S8_STALL, "commits_s8stall.json,commits_s8stall2.json", S8_HEADER),
            (CALIB_S8_STALL_HOG, "commits_s8stallhog.json", S8_HOG_HEADER)),
     "s7": ((CALIB_S7, "commits_s7idle.json", S7_HEADER),
@@ -389,11 +417,12 @@ def main():
     ap.add_argument("--s6", action="store_true", help="session 6 (issue 14): DeepSeek-V3 family + GDN, idle and loaded")
     ap.add_argument("--s7", action="store_true", help="session 7 (issue 14, s7-mla): DeepSeek-V3 family, warm repeats")
     ap.add_argument("--s8", action="store_true", help="session 8 (issue 14, s8-mla): the stalled condition")
+    ap.add_argument("--s10", action="store_true", help="session 10 (issue 14, s10-mla): plans warm, idle and stalled")
     args = ap.parse_args()
     sessions = [s for s in TRACED_SESSIONS if getattr(args, s)]
     if sessions:
-        for path, res, head in TRACED_SESSIONS[sessions[0]]:
-            path.write_text(traced_calibration(res, NEVERUNDER_IDS, head))
+        for path, res, head, *keep in TRACED_SESSIONS[sessions[0]]:
+            path.write_text(traced_calibration(res, NEVERUNDER_IDS, head, *keep))
             print("wrote", path.relative_to(ROOT))
         return
     if args.neverunder:

@@ -3,6 +3,7 @@ and, on CUDA, the graph commits (``graph_ends``, ``graph_window_max``)."""
 from __future__ import annotations
 
 import bisect
+from dataclasses import replace
 from math import ceil
 
 from .ops.items import Item
@@ -121,15 +122,37 @@ def window_max(items: list[Item], window: int, op_weight: int = 1, view_weight: 
     if not items:
         return 0, {}
     live = _Live(items, op_weight, view_weight)
+    w, best_lo = _scan(live, carried_per_item(items), window, all_sums)
+    out = live.terms(best_lo, best_lo + w)
+    return sum(out.values()), out
+
+
+def window_sums(items: list[Item], windows: list[tuple[int, int, int]], all_sums: list) -> None:
+    """``window_max``'s ``all_sums`` for each window ``(slots, op weight, view weight)`` in turn, without the
+    terms of the largest (``peak.fast_lines`` samples only the sums: the terms were a fifth of a line's cost) and
+    with one ``carried_per_item`` (and one ``_Live`` per weight pair) for all the windows: the same sums."""
+    if not items:
+        return
+    carried = carried_per_item(items)
+    lives: dict[tuple[int, int], _Live] = {}
+    for window, ow, vw in windows:
+        live = lives.get((ow, vw))
+        if live is None:
+            live = lives[ow, vw] = _Live(items, ow, vw)
+        _scan(live, carried, window, all_sums)
+
+
+def _scan(live: _Live, carried: list[float], window: int, all_sums: list | None) -> tuple[float, float]:
+    """(window width, start of the largest window) over ``live``'s items; every sum tried into ``all_sums``."""
     # ``live.sum(lo, lo + w)`` inlined, with the same float operations in the same order (the golden estimates
     # are byte-identical): this loop is most of an estimate's time. ``carried(lo)`` depends only on the item
     # ``j`` that contains ``lo`` (every item it visits ends at or before ``lo``), so it is computed once per j.
     # (a window starting at lo = b[idx] has j = idx; lo < total, so j < n)
+    items = live.items
     b, cum, n = live.bounds, live.cum, len(items)
     total, last = b[-1], live.cum[-1]
     w = min(window, total)
     size = [it.bytes for it in items]
-    carried = carried_per_item(items)
 
     bisect_right = bisect.bisect_right
     best, best_lo = -1.0, 0.0
@@ -156,8 +179,7 @@ def window_max(items: list[Item], window: int, op_weight: int = 1, view_weight: 
                 best, best_lo = v, lo
     if all_sums is not None:
         all_sums.append(sums)
-    out = live.terms(best_lo, best_lo + w)
-    return sum(out.values()), out
+    return w, best_lo
 
 
 def graph_ends(items: list[Item], max_nodes: int, max_mega_elements: int, act: int) -> list[float]:
@@ -234,12 +256,20 @@ def graph_window_max(items: list[Item], max_nodes: int, max_mega_elements: int, 
     they read, and the live set is the bytes of the ops from the start of graph g-inflight to the end of
     graph g (plus what earlier ops hand to later consumers). That is the worst case of a host that stays
     ahead of the GPU; a GPU that keeps up holds less. Graph ends come from ``graph_ends``.
+
+    Where the call commits at most ``inflight + 1`` graphs, the last window runs from the call's first op to
+    its last: every byte the call allocates, whatever graph each op lands in. Then an item's
+    ``placement_margin`` (bytes charged only as a bound against the replay ending graphs elsewhere than MLX
+    does, e.g. CUDA's donated residual adds) cannot cover anything and is dropped: a real run can only hold
+    less than the whole call, in any placement.
     """
     if not items:
         return 0, {}
     items = split_ops(items)
-    live = _Live(items, 1, 0)
     ends = graph_ends(items, max_nodes, max_mega_elements, act)
+    if len(ends) <= inflight + 1 and any(it.placement_margin for it in items):
+        items = [_without_margin(it) if it.placement_margin else it for it in items]
+    live = _Live(items, 1, 0)
     starts = [0.0] + ends[:-1]
     if len(ends) < 64:
         best, best_w = -1.0, (0.0, 0.0)
@@ -252,6 +282,13 @@ def graph_window_max(items: list[Item], max_nodes: int, max_mega_elements: int, 
         best_w = _best_window(live, items, starts, ends, inflight)
     out = live.terms(*best_w)
     return sum(out.values()), out
+
+
+def _without_margin(it: Item) -> Item:
+    """The item as allocated: ``placement_margin`` bytes fewer; its final output (``out``) is still the one it
+    wrote (in place, for a donated residual add)."""
+    return replace(it, bytes=it.bytes - it.placement_margin, out=it.bytes if it.out < 0 else it.out,
+                   placement_margin=0)
 
 
 def _best_window(live: _Live, items: list[Item], starts: list[float], ends: list[float],

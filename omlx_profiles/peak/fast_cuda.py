@@ -150,6 +150,10 @@ class CallWalk:
             w2, _ = window_max(items, run_ahead_ops(self.kr), 1, 0)
             if w2 > w:
                 w = w2
+        elif embedded is None:
+            whole = whole_call_window(items, gc.max_nodes, gc.max_mega_elements, inflight, self.act, ops)
+            if whole is not None and whole < w:
+                w = whole
         return w
 
 #: The full-call tables of the exact replay (``full_call_totals``), least recently used last out.
@@ -271,7 +275,9 @@ class _Ops:
     __slots__ = ("sig", "byts", "outs", "carries", "per_node", "per_el", "per_byte", "owner", "carried", "m",
                  "counts", "special", "nodes")
 
-    def __init__(self, items: list, act: int):
+    def __init__(self, items: list, act: int, light: bool = False):
+        """``light``: the structure, nodes and input elements only (where a caller needs no window:
+        ``peak.fast_cuda_prefix``'s fewest-elements calls)."""
         from .executor import split_ops
 
         a = max(act, 1)
@@ -285,13 +291,14 @@ class _Ops:
                 special = bool((it.op_bytes and len(it.op_bytes) == n and n > 1) or (isinstance(e, tuple) and len(e) == n))
                 r = seen[id(it)] = (it.bytes, it.bytes if it.out < 0 else it.out, it.carry, n,
                                     (it.nodes if it.nodes >= 0 else it.ops) / n, 0.0 if special else (e or it.bytes // a) / n,
-                                    special, _item_sig(it), split_ops([it]))
+                                    special, _item_sig(it), None if light else split_ops([it]))
             rows.append(r)
         self.sig = tuple(r[7] for r in rows)
-        self.byts = np.array([r[0] for r in rows], dtype=np.float64)
-        self.outs = np.array([r[1] for r in rows], dtype=np.float64)
-        self.carries = np.array([r[2] for r in rows], dtype=np.float64)
         counts = np.array([r[3] for r in rows], dtype=np.int64)
+        if not light:
+            self.byts = np.array([r[0] for r in rows], dtype=np.float64)
+            self.outs = np.array([r[1] for r in rows], dtype=np.float64)
+            self.carries = np.array([r[2] for r in rows], dtype=np.float64)
         self.counts = counts
         self.special = np.array([r[6] for r in rows], dtype=bool)
         self.nodes = np.array([r[4] * r[3] for r in rows], dtype=np.float64)
@@ -310,6 +317,8 @@ class _Ops:
                 else:
                     vals = e
                 self.per_el[starts[idx]:starts[idx + 1]] = vals
+        if light:
+            return
         split = [x for r in rows for x in r[8]]
         ops = np.array([max(1, it.ops) for it in split], dtype=np.int64)
         self.per_byte = np.repeat(np.array([it.bytes for it in split], dtype=np.float64) / ops, ops)
@@ -479,6 +488,50 @@ def chain_graph_window(items: list, max_nodes: int, max_mega_elements: int, infl
         if v > best:
             best = v
     return int(best * (1 + 1e-12)) + 1 + o.m
+
+
+def whole_call_window(items: list, max_nodes: int, max_mega_elements: int, inflight: int, act: int,
+                      ops: _Ops | None = None) -> int | None:
+    """An upper bound of ``executor.graph_window_max`` over every call of a query bucket whose top is ``items``
+    (same item structure, sizes and input elements at most the top's), where the items carry placement margins
+    (``Item.placement_margin``: CUDA's donated residual adds) and even the top commits at most ``inflight + 1``
+    graphs; else ``None``.
+
+    Why it holds: a graph from op ``x`` ends no later in a call of fewer input elements (``chain_graph_window``), so
+    no call of the bucket commits more graphs than the top, counted here with thresholds a hair low (more graphs,
+    never fewer). Each such call's window is then its whole call with the margins dropped
+    (``graph_window_max``): its items' bytes less their margins, each at most the top's (a margin is its item's
+    whole size). Without this the bucket bounds keep the margins the exact window drops, and the reported total
+    (the envelope) stays above the replay by them (Llama-3.1-8B tensor rank, 8k: +1 GiB)."""
+    from .executor import split_ops
+
+    kept = 0  # margins ``split_ops`` keeps (an item split per op loses it: its bytes stay charged)
+    for it in items:
+        if it.placement_margin and not (it.op_bytes and len(it.op_bytes) == max(1, it.ops) and it.ops > 1):
+            kept += it.placement_margin
+    if not kept or not items:
+        return None
+    o = ops or _Ops(items, act)
+    total = int(o.per_node.size)
+    node_cum = np.concatenate(([0.0], np.cumsum(o.per_node)))
+    el_cum = np.concatenate(([0.0], np.cumsum(o.per_el)))
+    tol_n = 8 * float(np.spacing(max(node_cum[-1], 1.0))) + 1e-12
+    el_lim = float((max_mega_elements + 1) << 20)
+    tol_e = 8 * float(np.spacing(max(el_cum[-1], el_lim)))
+    npo = float(np.max(o.per_node)) if total else 1.0
+    epo = float(np.max(o.per_el)) if total else 0.0
+    tn = max_nodes + 1 - 1e-9 * max(1.0, npo) - tol_n
+    te = el_lim - 1e-9 * max(1.0, epo) - tol_e
+    x, graphs = 0, 0
+    while x < total:
+        if graphs > inflight:
+            return None
+        yn = int(np.searchsorted(node_cum, node_cum[x] + tn, side="left"))
+        ye = int(np.searchsorted(el_cum, el_cum[x] + te, side="left"))
+        x = max(min(yn, ye, total), x + 1)
+        graphs += 1
+    allocated = float(np.sum(o.per_byte)) - kept
+    return int(allocated * (1 + 1e-12)) + 1 + len(split_ops(items))
 
 
 #: A bucket of shorter calls (or last tokens) is split while its bound is above the full calls' part and it is

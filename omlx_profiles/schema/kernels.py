@@ -204,6 +204,11 @@ class Donation(Strict):
         False, description="the block's residual add (h = x + r) writes into r, the sublayer's output that nothing "
                            "else reads, so it allocates nothing (set_binary_op_output_data: VectorVector donates a "
                            "donatable operand)")
+    residual_add_whole_call: bool = Field(
+        False, description="with residual_add false: the adds are donated (measured) but charged as a bound against "
+                           "CUDA graph placement, and that bound is dropped for a call whose every graph lies inside "
+                           "the graph window (executor.graph_window_max): then nothing of the call can have been "
+                           "freed at the window's end, so where the graphs end cannot move any byte out of it")
     rope_single_use_input: bool = Field(
         False, description="RoPE of a (B, H, L, D) view of a projection nothing else reads writes in place "
                            "(rope.cu: ndim <= 4 and is_donatable: copy_shared_buffer); a view of a fused q|k|v buffer "

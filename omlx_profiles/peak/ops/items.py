@@ -25,6 +25,8 @@ class Item:
     nodes: int = -1  # CUDA graph nodes (kernels) the item's ops add (-1: ``ops``)
     op_bytes: tuple = ()  # bytes each op allocates (``ops`` entries, summing to ``bytes``) where it matters
     # which op allocates them (a graph boundary can fall inside the item); empty: spread evenly
+    placement_margin: int = 0  # bytes of ``bytes`` the op does NOT allocate, charged as a bound against CUDA graph
+    # placement (executor.graph_window_max drops them where every graph of the call is inside the window)
     grows: bool = False  # ``ops`` and ``nodes`` grow with the call's query count and every op is alike (a per-token
     # loop's span): the CUDA fit bounds (``peak.fast_cuda``) may compare two calls whose counts differ here
 
@@ -84,8 +86,14 @@ def residual(ctx: CallContext, S: int, h: int) -> Item:
     """The block's residual add ``h = x + r`` of ``S`` rows of width ``h``. Where the backend donates a
     single-use operand to it (``donation.residual_add``: MLX CUDA, set_binary_op_output_data) it writes into
     ``r``, the sublayer's output nothing else reads, and allocates nothing; its output (that buffer) is still
-    alive for the next item (``out``). The graph-commit counters keep its kernel (``ops``, ``elems``)."""
+    alive for the next item (``out``). The graph-commit counters keep its kernel (``ops``, ``elems``).
+
+    Where the backend donates but the bytes are still charged as a bound against graph placement
+    (``donation.residual_add_whole_call``: CUDA), they are the item's ``placement_margin``: the CUDA window
+    drops them when it holds every graph of the call (``executor.graph_window_max`` says why that is safe)."""
     b = S * h * ctx.act
-    if ctx.routes.donation.residual_add and not ctx.bound:
+    d = ctx.routes.donation
+    if d.residual_add and not ctx.bound:
         return Item("residual", 0, 1, out=b, elems=2 * S * h)
-    return Item("residual", b, 1, elems=2 * S * h)
+    margin = b if d.residual_add_whole_call and not ctx.bound else 0
+    return Item("residual", b, 1, elems=2 * S * h, placement_margin=margin)
