@@ -11,6 +11,7 @@ Scenarios (requests never seen before by the timed Estimator):
 * ``short``: 1 .. chunk + 1 tokens (one call and the last token), no prefix, chunk 2048;
 * ``chunks``: 1 .. 131,072 tokens, no prefix, chunk 256 / 512 / 1024 / 4096 (drawn per request);
 * ``odd``: 1 .. 131,072 tokens, no prefix, chunk 700 / 1000 (not whole 256-row steps);
+* ``odd_small``: the same, chunk 300 / 400 / 460 (257-511 rows: a cache grown by 512 fits every other full call);
 * ``prefix``: a cached prefix of 1 .. 100,000 tokens, 1 .. 8,192 new ones, chunk 2048;
 * ``prefix_short``: after a cached prefix, new tokens <= 2 x chunk + 1 (the first full call and the follow-up
   shorter than a chunk: the prefix's alignment decides their layout), chunk 512 / 2048;
@@ -49,7 +50,7 @@ from omlx_profiles.peak.prefill import Request
 
 MODELS = ("meta-llama/Llama-3.1-8B-Instruct", "google/gemma-3-27b-it", "Qwen/Qwen3-30B-A3B", "deepseek-v3",
           "qwen3.5-35b-a3b")
-SCENARIOS = ("long", "short", "chunks", "odd", "prefix", "prefix_short", "small", "small_prefix")
+SCENARIOS = ("long", "short", "chunks", "odd", "odd_small", "prefix", "prefix_short", "small", "small_prefix")
 BUDGET, WEIGHTS = 64 << 30, 16 << 30
 
 
@@ -78,6 +79,8 @@ def _requests(scenario: str, rng: random.Random, n: int, max_ctx: int) -> list[R
             out.append(Request(rng.randint(1, top), chunk=rng.choice((256, 512, 1024, 4096))))
         elif scenario == "odd":
             out.append(Request(rng.randint(1, top), chunk=rng.choice((700, 1000))))
+        elif scenario == "odd_small":
+            out.append(Request(rng.randint(1, top), chunk=rng.choice((300, 400, 460))))
         elif scenario == "prefix":
             cached = rng.randint(1, min(100_000, top - 8192))
             out.append(Request(cached + rng.randint(1, 8192), cached=cached, chunk=2048))

@@ -87,13 +87,17 @@ def test_prepare_builds_cuda_and_fits_then_decides_most_lengths_without_a_call()
     assert calls <= 2, calls  # a GiB away from the total, the bounds decide nearly every longer request
 
 
-def test_a_cached_prefix_still_replays_on_cuda():
+def test_a_cached_prefix_is_decided_at_the_reported_total_on_cuda():
+    """After a prefix there is no ``CudaFit`` (its tables are of prompts without one); ``fits`` decides at the
+    reported total, ``max(E(n, 0), U_cuda(n, c))`` of ``peak.fast_cuda_prefix`` (never below the replay):
+    tests/test_fits_cuda_prefix.py."""
     p = default_registry().resolve("meta-llama/Llama-3.1-8B-Instruct").profile
     est = Estimator(p)
     req = Request(9000, cached=3000, chunk=2048)
     assert est._cuda_fit(req, "cuda", None, None, False) is None
     bd = prefill_peak(p, req, backend="cuda")
-    total = bd.held_before_bytes + bd.peak_bytes
+    total = est.total_bytes(req, 0, "cuda")
+    assert total >= bd.held_before_bytes + bd.peak_bytes
     assert est.fits(req, total, weights_bytes=0, reserve=0, backend="cuda").fits
     assert not est.fits(req, total - 1, weights_bytes=0, reserve=0, backend="cuda").fits
 

@@ -181,3 +181,26 @@ def test_odd_chunks_bounds_hold_and_follow_ups_prepared(backend):
         reqs.append(Request(cached + rng.randint(1, 200), cached=cached, chunk=64))
     _decides_at_total(e, ref, reqs, backend)
     assert len(e._lines) == built
+
+
+@pytest.mark.parametrize("backend", ["metal", "cpu"])
+def test_fits_at_the_exact_total_odd_chunks(backend):
+    """Chunks that are not whole 256-row steps, every budget the request's exact total: decided without replaying
+    anything (no request, no block term), the shorter call near a chunk included, where it is often the prompt's
+    highest. Its bounds are taken at points of its own size in its cache phase's layout (``FastPeak._short_phase``);
+    at the next 32-query count (session 8) they were MBs apart: 10 / 50 cpu and 2 / 50 metal requests replayed
+    (benchmarks/bench_fits.py, odd)."""
+    import random
+
+    p = default_registry().resolve("llama-3.2-1b-instruct").profile
+    e, ref = Estimator(p), Estimator(p)
+    rng = random.Random(18)
+    reqs = []
+    for chunk in (700, 1000):
+        assert e.prepare(chunk, backend=backend)
+        for r in (2, 255, 300, chunk // 2, chunk - 40, chunk - 1):
+            reqs.append(Request(rng.randint(2, 60) * chunk + 1 + r, chunk=chunk))
+    fp = e._fast_peak(reqs[0], backend, None, None, False)
+    exact_before = fp._exact.cache_info().currsize
+    _decides_at_total(e, ref, reqs, backend)
+    assert fp._exact.cache_info().currsize == exact_before  # no block term replayed either

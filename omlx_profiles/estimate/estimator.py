@@ -132,7 +132,7 @@ class Estimator:
             except (OmlxProfilesError, ArithmeticError):
                 return None
 
-        fresh = None
+        fresh = prefix_upper = None
         if fp is None:  # CUDA: E(m, 0) from the cumulative bucket bounds of peak.fast_cuda (monotone in m)
             env = self._cuda_envelope(request, backend, mlx_version, dtype, nax)
             if env is not None:
@@ -141,7 +141,15 @@ class Estimator:
                         return env.fresh(m)
                     except (OmlxProfilesError, ArithmeticError):  # no table: the maximum over P(m) of the replay
                         return None
-        extra = envelope_total(new, chunk, cached, exact, upper, exact_here=here, fresh=fresh) - here
+            cp = self._cuda_prefix(request, backend, mlx_version, dtype, nax) if cached else None
+            if cp is not None:  # after a prefix: U_cuda(m, c), monotone in both (peak.fast_cuda_prefix)
+                def prefix_upper(m: int, c: int) -> int | None:
+                    try:
+                        return cp.upper(m, c)
+                    except (OmlxProfilesError, ArithmeticError):
+                        return None
+        extra = envelope_total(new, chunk, cached, exact, upper, exact_here=here, fresh=fresh,
+                               prefix_upper=prefix_upper) - here
         if extra <= 0:
             return bd
         terms = dict(bd.terms)
@@ -174,7 +182,8 @@ class Estimator:
         two; only such a request replays the prompt (milliseconds, memoized per request). On CUDA (no
         line holds: graph commits move with the length) a prompt without a prefix is decided from
         ``peak.fast_cuda.CudaFit`` (the full chunk calls exact, the shorter call and the last token bounded per
-        bucket; between the bounds only those two calls are replayed); after a prefix it replays. The verdict is the exact one, but for one documented margin: where the budget
+        bucket; between the bounds only those two calls are replayed); after a prefix from the cells of
+        ``peak.fast_cuda_prefix`` (the reported total ``max(E(n, 0), U_cuda(n, c))``: look-ups). The verdict is the exact one, but for one documented margin: where the budget
         falls between bounds at most ``fit_margin`` apart (64 KiB, or 1/65,536 of the total where more), the
         answer is "does not fit" (``margin`` True) without a replay, so a request whose exact total is within
         that margin under the usable budget may be refused; "fits" is never said of a request the exact replay refuses. Its totals and breakdown are
@@ -206,6 +215,10 @@ class Estimator:
                         return _LazyVerdict(self, key, budget, res, usable, w, given, fits=False, margin=True)
             except (OmlxProfilesError, ArithmeticError):
                 pass
+        elif request.cached:
+            e = self._cuda_prefix_total(request, backend, mlx_version, dtype, nax)
+            if e is not None:  # CUDA after a prefix: the reported total from tables (peak.fast_cuda_prefix)
+                return _LazyVerdict(self, key, budget, res, usable, w, given, fits=w + e <= usable)
         else:
             cf = self._cuda_fit(request, backend, mlx_version, dtype, nax)
             if cf is not None:  # CUDA without a prefix (peak.fast_cuda): the same decision, else 2 calls replayed
@@ -235,7 +248,8 @@ class Estimator:
         ``max_context`` builds on demand). False where ``fits`` replays every request (a profile the bounds do
         not cover).
 
-        ``follow_ups`` (CPU / Metal): also the lines of the shorter call after a cached prefix at every size
+        ``follow_ups``: on CUDA, also the cells of every offset up to the model's context that requests after a
+        prefix read (``peak.fast_cuda_prefix``: a few seconds for an 8B model at chunk 2048). On CPU / Metal: also the lines of the shorter call after a cached prefix at every size
         ``r`` < ``chunk`` (what the reported total after a prefix charges, ``peak.envelope.tight_upper``). Without
         them a request after a prefix whose budget falls between its call's bucket bounds (a budget within a
         few hundred MB of its total) builds its ``r``'s lines first (1-50 ms, once per ``r``); with them every
@@ -250,6 +264,10 @@ class Estimator:
                 return False
             try:
                 cf.prepare()
+                if follow_ups:  # CUDA: the cells of every offset after a prefix (peak.fast_cuda_prefix)
+                    cp = self._cuda_prefix(Request(2, chunk=chunk), backend, mlx_version, dtype, nax)
+                    if cp is None or not cp.prepare():
+                        return False
             except (OmlxProfilesError, ArithmeticError):
                 return False
             return True
@@ -325,10 +343,48 @@ class Estimator:
             env = self._fast[key] = CudaEnvelope(cf)
         return env
 
+    def _cuda_prefix(self, request: Request, backend: str, mlx_version, dtype, nax):
+        """``peak.fast_cuda_prefix.CudaPrefix`` (``U_cuda(n, c)`` after a prefix, monotone in both) for this chunk
+        size, or ``None`` (another backend or schedule, a peak reported unknown, no bound: chunked attention)."""
+        if not USE_FAST_BOUND or request.schedule != "generate":
+            return None
+        key = ("cuda-prefix", backend, mlx_version, dtype, nax, request.chunk)
+        cp = self._fast.get(key)
+        if cp is None:
+            try:
+                from ..peak.fast_cuda_prefix import cuda_prefix_for
+
+                cp = cuda_prefix_for(self.profile, backend, mlx_version, dtype, nax, request.chunk) or False
+            except OmlxProfilesError:
+                cp = False
+            self._fast[key] = cp
+        return cp or None
+
+    def _cuda_prefix_total(self, request: Request, backend: str, mlx_version, dtype, nax) -> int | None:
+        """The reported total of a CUDA request after a prefix, ``max(E(n, 0), U_cuda(n, c))`` (``peak.envelope``),
+        from the tables alone, or ``None`` (no bound: the replay answers)."""
+        cp = self._cuda_prefix(request, backend, mlx_version, dtype, nax)
+        if cp is None:
+            return None
+        env = self._cuda_envelope(request, backend, mlx_version, dtype, nax)
+        if env is None:
+            return None
+        try:
+            u = cp.upper(request.new_tokens, request.cached)
+            if u is None:
+                return None
+            e = env.fresh(request.new_tokens)
+        except (OmlxProfilesError, ArithmeticError):
+            return None
+        return e if e > u else u
+
     def _bounds(self, request: Request, backend: str, mlx_version, dtype, nax) -> tuple[int | None, int] | None:
         """(lower or ``None``, upper) bounds of the reported ``held before + peak`` (the exact replay's monotone
         envelope, ``peak.envelope``) that ``fits`` decides from, or ``None``."""
         fp = self._fast_peak(request, backend, mlx_version, dtype, nax)
+        if fp is None and request.cached:
+            e = self._cuda_prefix_total(request, backend, mlx_version, dtype, nax)
+            return None if e is None else (e, e)
         if fp is None:
             cf = self._cuda_fit(request, backend, mlx_version, dtype, nax)
             if cf is None:

@@ -51,16 +51,18 @@ Calibration points (no prefix, a prompt of whole chunks plus the last token: ``n
 dominating point: ``E = V`` there, their est/measured unchanged.
 
 A ``bound`` basis (unfused fp32 attention, no donation, the whole run-ahead window) has fast lines too since
-session 8 (``peak.fast``): its ``U`` terms make it monotone as above (deepseek-v2-lite on CPU fell 5.4% with the
-prefix before).
+session 10 (``peak.fast``): its ``U`` terms make it monotone as above (deepseek-v2-lite on CPU fell 5.4% with the
+prefix before). Not a gated-DeltaNet on CPU (``FastPeak._shapeless``): exact only, like CUDA below.
 
 CUDA (graph-commit boundaries move with the length, no line holds): without a prefix ``E(n, 0)`` is
 ``CudaEnvelope.fresh``: the maximum over ``P(n)`` raised to the block's cumulative bucket bounds of
 ``peak.fast_cuda`` (each above every call of its bucket wherever graphs start), monotone within a block by
-construction. Where no fast bound exists (CUDA after a prefix, a gated-DeltaNet on CUDA, chunked attention)
-``U`` is not available and ``E(n, c) = max(E(n, 0), max over P(n) of V(m, c))``: monotone in ``n`` across
-blocks as above, but NOT proven in ``c`` nor within a block (CUDA's commits): said so by the properties'
-domains.
+construction. After a prefix ``E(n, c) = max(E(n, 0), U_cuda(n, c))``, ``U_cuda`` the bound of
+``peak.fast_cuda_prefix.CudaPrefix`` (every call bounded by a grid of query-count x offset cells, cumulative in
+both): non-decreasing in ``n`` and ``c`` by construction and above the replay (session 10). Where no fast bound
+exists (a gated-DeltaNet on CUDA, chunked attention) ``U`` is not available and
+``E(n, c) = max(E(n, 0), max over P(n) of V(m, c))``: monotone in ``n`` across blocks as above, but NOT proven in
+``c`` nor within a block (CUDA's commits): said so by the properties' domains.
 """
 from __future__ import annotations
 
@@ -87,12 +89,25 @@ def dominating_lengths(new: int, chunk: int) -> tuple[int, ...]:
 
 
 def envelope_total(new: int, chunk: int, cached: int, exact: Total, upper: Upper | None = None,
-                   exact_here: int | None = None, fresh: Callable[[int], "int | None"] | None = None) -> int:
+                   exact_here: int | None = None, fresh: Callable[[int], "int | None"] | None = None,
+                   prefix_upper: Upper | None = None) -> int:
     """``E(new, cached)`` (module doc). ``exact(m, c)``: the exact total of ``m`` new tokens after ``c``
     cached (in chunks of ``chunk``); ``upper(m, c)``: the fast path's upper bound of the same, or ``None``
     where there is none; ``exact_here``: ``exact(new, cached)`` when the caller has it already; ``fresh(m)``:
     ``E(m, 0)`` where the caller has a monotone one of its own (CUDA: ``CudaFit.envelope``, the cumulative
-    bucket bounds of a block), used instead of the maximum over ``P(new)`` (``None``: that maximum)."""
+    bucket bounds of a block), used instead of the maximum over ``P(new)`` (``None``: that maximum);
+    ``prefix_upper(m, c)``: after a prefix, a bound above the exact total of every request of at most ``m`` new
+    tokens after at most ``c`` cached, non-decreasing in both (CUDA: ``peak.fast_cuda_prefix.CudaPrefix.upper``);
+    where it answers, ``E(new, cached) = max(E(new, 0), prefix_upper(new, cached))``, and this request is not
+    replayed (its exact total is below that by construction; ``exact_here``, where given, stays in the maximum as a
+    guard)."""
+    pu = prefix_upper(new, cached) if cached and prefix_upper is not None else None
+    if pu is not None:
+        base = fresh(new) if fresh is not None else None
+        if base is None:
+            base = max(exact(m, 0) for m in dominating_lengths(new, chunk))
+        v = base if base > pu else pu
+        return v if exact_here is None or exact_here <= v else exact_here
     here = exact(new, cached) if exact_here is None else exact_here
     pts = dominating_lengths(new, chunk)
     base = fresh(new) if fresh is not None else None
@@ -325,6 +340,7 @@ class MonotonePeak:
         self._lines: dict = {}  # tight_upper's shorter-call lines
         self._gen = _TILED_VERSION[0]
         self._cuda: dict = {}  # chunk -> CudaEnvelope (CUDA), or False
+        self._cuda_prefix: dict = {}  # chunk -> peak.fast_cuda_prefix.CudaPrefix (CUDA), or False
 
     def _cuda_fit(self, chunk: int):
         """``E(m, 0)`` on CUDA for this chunk size (``CudaEnvelope`` of ``peak.fast_cuda.CudaFit`` at the facade's KV
@@ -348,6 +364,28 @@ class MonotonePeak:
             self._cuda[chunk] = cf
         return cf or None
 
+    def _prefix_fit(self, chunk: int):
+        """``U_cuda`` after a prefix for this chunk size (``peak.fast_cuda_prefix.CudaPrefix`` at the facade's KV
+        width), or ``None``."""
+        cp = self._cuda_prefix.get(chunk)
+        if cp is None:
+            cp = False
+            f = self.fast
+            if f.routes.executor.graph_commit is not None and not f._unknown:
+                from .basis import MEASURED, basis_for
+                from .fast_cuda_prefix import CudaPrefix
+
+                b = basis_for(f.profile, f.routes)
+                try:
+                    cp = CudaPrefix(f.profile, f.routes, chunk, f.dtype, f.nax, f.kv_scale,
+                                    None if b.kind == MEASURED else (b.worst or b.kind))
+                except OmlxProfilesError:
+                    cp = False
+            if len(self._cuda_prefix) >= 16:
+                self._cuda_prefix.clear()
+            self._cuda_prefix[chunk] = cp
+        return cp or None
+
     def peak(self, new: int, chunk: int, cached: int = 0) -> int:
         key = (new, chunk, cached)
         v = self._memo.get(key)
@@ -367,7 +405,8 @@ class MonotonePeak:
         upper = None if f.exact_only else (lambda m, c: tight_upper(f, m, chunk, c, self._lines))
         cf = self._cuda_fit(chunk) if f.exact_only else None
         fresh = cf.fresh if cf else None
-        v = envelope_total(new, chunk, cached, exact, upper, fresh=fresh) - prefix
+        cp = self._prefix_fit(chunk) if f.exact_only and cached else None
+        v = envelope_total(new, chunk, cached, exact, upper, fresh=fresh, prefix_upper=cp.upper if cp else None) - prefix
         if v < 0:
             v = 0
         if len(self._memo) >= 1 << 16:

@@ -122,15 +122,37 @@ def window_max(items: list[Item], window: int, op_weight: int = 1, view_weight: 
     if not items:
         return 0, {}
     live = _Live(items, op_weight, view_weight)
+    w, best_lo = _scan(live, carried_per_item(items), window, all_sums)
+    out = live.terms(best_lo, best_lo + w)
+    return sum(out.values()), out
+
+
+def window_sums(items: list[Item], windows: list[tuple[int, int, int]], all_sums: list) -> None:
+    """``window_max``'s ``all_sums`` for each window ``(slots, op weight, view weight)`` in turn, without the
+    terms of the largest (``peak.fast_lines`` samples only the sums: the terms were a fifth of a line's cost) and
+    with one ``carried_per_item`` (and one ``_Live`` per weight pair) for all the windows: the same sums."""
+    if not items:
+        return
+    carried = carried_per_item(items)
+    lives: dict[tuple[int, int], _Live] = {}
+    for window, ow, vw in windows:
+        live = lives.get((ow, vw))
+        if live is None:
+            live = lives[ow, vw] = _Live(items, ow, vw)
+        _scan(live, carried, window, all_sums)
+
+
+def _scan(live: _Live, carried: list[float], window: int, all_sums: list | None) -> tuple[float, float]:
+    """(window width, start of the largest window) over ``live``'s items; every sum tried into ``all_sums``."""
     # ``live.sum(lo, lo + w)`` inlined, with the same float operations in the same order (the golden estimates
     # are byte-identical): this loop is most of an estimate's time. ``carried(lo)`` depends only on the item
     # ``j`` that contains ``lo`` (every item it visits ends at or before ``lo``), so it is computed once per j.
     # (a window starting at lo = b[idx] has j = idx; lo < total, so j < n)
+    items = live.items
     b, cum, n = live.bounds, live.cum, len(items)
     total, last = b[-1], live.cum[-1]
     w = min(window, total)
     size = [it.bytes for it in items]
-    carried = carried_per_item(items)
 
     bisect_right = bisect.bisect_right
     best, best_lo = -1.0, 0.0
@@ -157,8 +179,7 @@ def window_max(items: list[Item], window: int, op_weight: int = 1, view_weight: 
                 best, best_lo = v, lo
     if all_sums is not None:
         all_sums.append(sums)
-    out = live.terms(best_lo, best_lo + w)
-    return sum(out.values()), out
+    return w, best_lo
 
 
 def graph_ends(items: list[Item], max_nodes: int, max_mega_elements: int, act: int) -> list[float]:

@@ -22,12 +22,13 @@ caches: the copy of at least the offset's rows; without a prefix the rotating ca
 history's own), the fresh first call (exact), and, without a prefix, a shorter call in the chunk's last
 256-row step (``peak.fast_top``: chords and tangents over points 32 queries apart, where it is often the
 prompt's highest). Where one call is the highest in both bounds they are a few KB apart (the lines'
-rounding slack). CUDA (graph-commit boundaries move with the offset), chunked attention (rows cycle) and a
-``bound`` basis answer the exact model (memoized).
+rounding slack). CUDA (graph-commit boundaries move with the offset), chunked attention (rows cycle) and a call
+whose item structure changes with nearly every query count (a gated-DeltaNet on CPU: ``FastPeak._shapeless``)
+answer the exact model (memoized). A ``bound`` basis (CPU) has lines of its worst-case items.
 """
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from functools import lru_cache
 
 from ..errors import UnsupportedError
@@ -54,7 +55,7 @@ class _Chunk:
 
     __slots__ = ("tops", "calls", "beyond", "last", "last_beyond", "lower", "full", "add_full", "model", "grid",
                  "grid_v", "one", "slack", "ltops", "lasts", "first", "top", "short", "mid", "own", "lgrow", "lfit",
-                 "row", "own_k", "phases", "pgrid", "pshort")
+                 "row", "own_k", "phases", "pshort", "pidx")
 
     def __init__(self, model, tops, calls, beyond, last, last_beyond, lower, add_full):
         self.model = model
@@ -67,8 +68,9 @@ class _Chunk:
         self.full = calls[-1]
         self.add_full = add_full
         self.grid = self.grid_v = self.first = None
-        self.top = self.short = self.mid = self.lgrow = self.lfit = self.own_k = self.phases = self.pgrid = None
+        self.top = self.short = self.mid = self.lgrow = self.lfit = self.own_k = self.phases = None
         self.pshort: dict = {}
+        self.pidx: dict = {}
         self.one = self.row = 0
         self.slack = model.slack
 
@@ -98,8 +100,9 @@ class FastPeak:
         self._fixed: dict[tuple[int, int], tuple[int | None, int] | None] = {}  # ``fixed_bounds``
         from .basis import MEASURED, basis_for
 
-        kind = basis_for(profile, self.routes).kind
-        self._worst = None if kind == MEASURED else kind
+        b = basis_for(profile, self.routes)
+        # the worst case prefill_peak takes (``b.worst``: a ``bound`` measured over the band keeps its backend's rule)
+        self._worst = None if b.kind == MEASURED else (b.worst or b.kind)
         # a peak the estimator reports as unknown here (prefill_peak raises for every request): so does this
         from .basis import no_bound_reason
         from .ops.recurrent import unverified_peak
@@ -107,15 +110,33 @@ class FastPeak:
         self._unknown = unverified_peak(profile, self.routes) or (no_bound_reason(profile, self.routes)
                                                                   if self._worst else None)
         # no line holds for: CUDA (graph-commit boundaries move with kL), chunked attention (rows cycle with
-        # kL), a ``bound`` basis's worst-case items (peak/basis.py). A ``derived`` basis on Metal is the op
-        # model over a longer window: its positions are lines too.
-        self._always_exact = (self.routes.executor.graph_commit is not None or self._worst == "bound" or any(
+        # kL), a call whose item structure changes with nearly every query count (``_shapeless``). A ``derived``
+        # basis on Metal is the op model over a longer window, a ``bound`` basis (CPU) the op model's worst-case
+        # items (peak/basis.py): their positions are lines too.
+        self._always_exact = (self.routes.executor.graph_commit is not None or any(
             e.kind == "chunked" for lt in profile.layer_types.values() for e in lt.entries))
+        if not self._always_exact and not self._unknown:
+            self._always_exact = self._shapeless()
 
     @property
     def exact_only(self) -> bool:
-        """True where every answer is the exact model (no bound holds: CUDA, chunked attention, ``bound``)."""
+        """True where every answer is the exact model (no bound holds: CUDA, chunked attention, a call whose item
+        structure changes with nearly every query count)."""
         return self._always_exact
+
+    def _shapeless(self) -> bool:
+        """Whether a call's item structure differs at four consecutive query counts (257-260): a bucket of query
+        counts is bounded by its top only where its calls share one structure (``CallModel._split_layouts``), so
+        such a model would need a bucket, a set of lines and an exact fresh-grid point per query count: a
+        gated-DeltaNet's loop on CPU (its steps split into 32 spans whose sizes move with every count;
+        qwen3.5-35b-a3b took 16 s for its first request at chunk 700 and 45 s more to prepare). Those models
+        answer the exact model (memoized), as CUDA's ``peak.fast_cuda`` does for the same loop ("shapeless")."""
+        try:
+            m = CallModel(self.profile, self.routes, tiled_state()[1], self.dtype, self.nax, self._worst,
+                          self.kv_scale)
+            return len({m._layout(q, 4 * STEP) for q in range(STEP + 1, STEP + 5)}) == 4
+        except (ValueError, UnsupportedError):
+            return False  # a layer kind with no line (its error comes with the first request)
 
     # -- public -------------------------------------------------------------------------------------
     def peak(self, new_tokens: int, chunk: int, cached: int = 0) -> int:
@@ -161,7 +182,7 @@ class FastPeak:
             if c is _EXACT:
                 return
             if fresh != 2 and c.lower is None and chunk > 1:
-                c.lower = c.model.pieces(chunk, chunk, "lower")[0]
+                c.lower = c.model.pieces(chunk, chunk, "lower", both=False)[0]
         c = self._chunks[(chunk, True)]
         if c.grid is None:
             self._fresh_grid(c, chunk)
@@ -172,10 +193,11 @@ class FastPeak:
             self._known(c, chunk)
         if chunk % STEP and chunk > STEP and c.phases is None:
             self._phases(c, chunk)
-        if c.phases:  # the shorter call in each phase's layout, at every grid count (``_short_phase``)
+        if c.phases:  # the shorter call in each phase's two layouts, at all its points (``_short_phase``)
             for ph in set(c.phases[0][1:]):
-                for r in range(2, chunk):
-                    self._short_phase(c, chunk, ph, r)
+                for r in {2, ph[0] + 1}:
+                    if 2 <= r < chunk:
+                        self._short_phase(c, chunk, ph, r).prepare()
 
     def fixed_bounds(self, new_tokens: int, chunk: int, need: int | None = None) -> tuple[int | None, int] | None:
         """``bounds(new_tokens, chunk)`` without a prefix, fully refined (``need`` None), memoized: the envelope's
@@ -209,7 +231,7 @@ class FastPeak:
             if c is _EXACT:
                 return None
             if c.lower is None and chunk > 1:  # the estimator's warm-up builds its lower bound too
-                c.lower = c.model.pieces(chunk, chunk, "lower")[0]
+                c.lower = c.model.pieces(chunk, chunk, "lower", both=False)[0]
         return self._total(c, new_tokens, chunk, cached)
 
     def bounds(self, new_tokens: int, chunk: int, cached: int = 0,
@@ -241,7 +263,7 @@ class FastPeak:
                 lo = sl
         elif chunk % STEP == 0 and new_tokens > chunk + 1:
             lo, hi = self._refined(new_tokens, chunk, cached, lo, hi)
-        elif not cached and new_tokens > 2 * chunk + 1 and chunk > STEP:
+        elif not cached and new_tokens >= 2 * chunk + 1 and chunk > STEP:
             lo, hi = self._refined_odd(new_tokens, chunk, lo, hi)
         return lo, hi
 
@@ -249,7 +271,8 @@ class FastPeak:
         """A prompt without a prefix in chunks that are not whole 256-row steps: the full calls' capacity
         phase cycles (``_phases``), so the last full call is bounded in its own phase (both sides) and the
         earlier ones by every phase's upper bound one chunk before; the first call is the exact (S + 1)-token
-        total's; the shorter call and the last token keep their bucket bounds."""
+        total's; the shorter call in its phase's layout at points of its size (``_short_phase``), the last token
+        in the layout the shorter call leaves (grown by a step, or in place over known free rows)."""
         c = self._chunks.get((S, True)) or self._chunk(S, True)
         if c.phases is None:
             self._phases(c, S)
@@ -265,11 +288,13 @@ class FastPeak:
         f = low.at(off)
         if lo is None or f > lo:
             lo = f
-        if j > 1:
-            for a, _ in lines.values():
-                f = a.at(off - S)
-                if f > u:
-                    u = f
+        if j > 1:  # the earlier full calls: each phase's upper line at its last call before j (lines grow with
+            for ph, (pre, res) in c.pidx.items():  # the offset; ``_phases``)
+                i = _last_before(j, start, period, pre, res)
+                if i:
+                    f = lines[ph][0].at(S * i)
+                    if f > u:
+                        u = f
         f = self._short_total(S)  # the first call
         if f > u:
             u = f
@@ -289,10 +314,14 @@ class FastPeak:
             f = c.calls[_bucket(c.tops, r)].at(S * k)  # the shorter call
             if f > u:
                 ph = table[k] if k < len(table) else table[start + (k - start) % period]
-                if r == 1:  # one query: in place at its phase's free rows (>= 1: the chunk is not whole steps)
-                    g = c.lfit.at(S * k) + int(ph[0] * c.row) + 1  # the in-place last-token lines (logits: more)
-                else:  # in its phase's layout, charged at the next grid count
-                    g = self._short_phase(c, S, ph, r).at(S * k)
+                if r == 1 and ph[0]:  # one query in place at its phase's free rows (the in-place last-token lines:
+                    g = c.lfit.at(S * k) + int(ph[0] * c.row) + 1  # the logits are more)
+                elif r == 1:  # no free row (an in-place full call filled the capacity): it grows by a step
+                    g = c.lgrow.at(S * k)
+                else:  # in its phase's layout, at points of its own size (``_short_phase``)
+                    gl, g = self._short_phase(c, S, ph, r).bounds(r, S * k)
+                    if gl is not None and (lo is None or gl > lo):
+                        lo = gl
                 if g < f:
                     f = g
             if f > u:
@@ -300,34 +329,37 @@ class FastPeak:
         return lo, (u if u < hi else hi)
 
     @staticmethod
-    def _short_phase(c: _Chunk, S: int, ph: tuple[int, bool], r: int) -> Pieces:
-        """The upper lines of the shorter call (``2 <= r < S`` queries) of a prompt without a prefix in chunks
-        that are not whole 256-row steps, after a full chunk: its ``KVCache`` phase ``ph`` = (free rows, trimmed)
-        is known (``_phases``), so is its layout -- in place where ``r <= free``, else grown by
-        ``256 * ceil(r / 256)`` from the free rows (trimmed first or not) -- and its rotating rows. ``r`` is
-        charged as the next count of a grid (every bucket top, so one route; every 32 queries, so each 256-row
-        step's growth is r's own) -- at most ``free`` in place. The bucket's line charges the worst layout of any
-        history and up to 255 queries more: hundreds of MB over the full calls at long prompts."""
+    def _short_phase(c: _Chunk, S: int, ph: tuple[int, bool], r: int) -> TopStep:
+        """Both bounds of the shorter call (``2 <= r < S`` queries) of a prompt without a prefix in chunks that are
+        not whole 256-row steps, after a full chunk: its ``KVCache`` phase ``ph`` = (free rows, trimmed) is known
+        (``_phases``), so is its layout -- in place where ``r <= free``, else grown by ``256 * ceil(r / 256)`` from
+        the free rows (trimmed first or not) -- and its rotating rows. Within one of those two layouts the call is
+        bounded at points of its own size (``peak.fast_top``: every 32 queries, both sides of each 256-row step and
+        query-count threshold, chords above and tangents below, halved where still wide): a few KB apart where
+        the call is the prompt's highest. The bucket's line charges the worst layout of any history and up to 255
+        queries more (hundreds of MB over the full calls at long prompts); session 8's next-32-query count, tens of
+        MB (2 / 50 Metal and 10 / 50 CPU requests at their own total replayed)."""
         free, trimmed = ph
-        grid = c.pgrid
-        if grid is None:
-            grid = c.pgrid = sorted(set(c.tops) | set(range(32, S, 32)))
-        g = grid[bisect_left(grid, r)]
         fits = r <= free
-        if fits and g > free:
-            g = free
-        key = (free, trimmed, g, fits)
+        key = (free, trimmed, fits)
         t = c.pshort.get(key)
         if t is None:
+            m = c.model
             known = ("phasefit", free) if fits else ("phase", free, trimmed)
-            t = c.pshort[key] = c.model._pieces(g, S, "upper", known)[0]
+            lo, hi = (2, min(free, S - 1)) if fits else (max(2, free + 1), S - 1)
+
+            def lines(q: int, known=known) -> tuple[Pieces, Pieces]:
+                return m._pieces(q, S, "upper", known, both=False)[0], m._pieces(q, S, "lower", known, both=False)[0]
+
+            t = c.pshort[key] = TopStep(m, S, c.calls[-1], lo=lo, hi=hi, known=known, lines=lines)
         return t
 
     @staticmethod
     def _phases(c: _Chunk, S: int) -> None:
         """The full calls' ``KVCache`` phase (free rows past the offset, trimmed or not) per call index from
         empty caches: ``(table, start, period, {phase: (upper, lower)})``, the table repeating from ``start``
-        with ``period``; empty where a call after the first may fit in place (chunks of fewer than 256 rows)."""
+        with ``period``. A phase with at least ``S`` free rows is a full call in place (chunks of 257-511 rows
+        grow by 512 and fit every other call: their lines are the in-place layout's)."""
         from ..kv.replay import kv_call
 
         cap, off = kv_call(0, 0, S)[:2]
@@ -339,17 +371,21 @@ class FastPeak:
                 start = seen[state]
                 break
             seen[state] = len(table)
-            if off + S <= cap:  # fits in place: not a grown call
-                c.phases = ()
-                return
             table.append((cap - off, off % STEP != 0))
             cap, off = kv_call(cap, off, S)[:2]
         m = c.model
-        lines = {ph: (m.pieces(S, S, "upper", q_min=S, known=("phase",) + ph)[0],
-                      m.pieces(S, S, "lower", known=("phase",) + ph)[0]) for ph in set(table[1:])}
+
+        def known(ph: tuple[int, bool]) -> tuple:
+            return ("phasefit", ph[0]) if ph[0] >= S else ("phase",) + ph
+
+        lines = {ph: (m.pieces(S, S, "upper", q_min=S, known=known(ph), both=False)[0],
+                      m.pieces(S, S, "lower", known=known(ph), both=False)[0]) for ph in set(table[1:])}
+        # where each phase occurs: its call indices before the cycle, and its positions in the cycle (``_last_before``)
+        c.pidx = {ph: ([i for i in range(1, start) if table[i] == ph],
+                       [t for t in range(len(table) - start) if table[start + t] == ph]) for ph in lines}
         c.phases = (table, start, len(table) - start, lines)
-        c.lfit = m.pieces(S, S, "last", known="fit")[0]
-        c.lgrow = m.pieces(S, S, "last", known="grow")[0]
+        c.lfit = m.pieces(S, S, "last", known="fit", both=False)[0]
+        c.lgrow = m.pieces(S, S, "last", known="grow", both=False)[0]
         c.row = _growing_row_bytes(m)
 
     def _refined(self, new: int, S: int, cached: int, lo: int | None, hi: int) -> tuple[int | None, int]:
@@ -377,7 +413,7 @@ class FastPeak:
                 u = f
             if cached:
                 if cf.lower is None:
-                    cf.lower = cf.model.pieces(S, S, "lower")[0]
+                    cf.lower = cf.model.pieces(S, S, "lower", both=False)[0]
                 f = cf.lower.at(off - S)
                 if lo is None or f > lo:
                     lo = f
@@ -409,9 +445,9 @@ class FastPeak:
         ``known``): the last token, its KVCache grown by a step or updated in place (the shorter call's size
         says which); a full call after a full chunk, its rotating caches' rows known."""
         m = c.model
-        c.lgrow = m.pieces(S, S, "last", known="grow")[0]
-        c.lfit = m.pieces(S, S, "last", known="fit")[0]
-        c.own_k = m.pieces(S, S, "upper", q_min=S, known="slide")[0] if m.windows() else c.own
+        c.lgrow = m.pieces(S, S, "last", known="grow", both=False)[0]
+        c.lfit = m.pieces(S, S, "last", known="fit", both=False)[0]
+        c.own_k = m.pieces(S, S, "upper", q_min=S, known="slide", both=False)[0] if m.windows() else c.own
         c.row = _growing_row_bytes(m)
 
     def total_lower(self, new_tokens: int, chunk: int, cached: int = 0) -> int | None:
@@ -437,7 +473,7 @@ class FastPeak:
             if k < 2:
                 return v
         if c.lower is None:  # built on the first use (the oMLX facade never asks)
-            c.lower = c.model.pieces(chunk, chunk, "lower")[0]
+            c.lower = c.model.pieces(chunk, chunk, "lower", both=False)[0]
         f = c.lower.at(cached + chunk * (k - 1))
         return f if cached or v is None or f > v else v
 
@@ -629,6 +665,21 @@ def _growing_row_bytes(m: CallModel) -> float:
                 else:
                     other += b
     return other + kv * m.kv_scale
+
+
+def _last_before(j: int, start: int, period: int, pre: list[int], res: list[int]) -> int:
+    """The largest call index ``i < j`` whose phase is the one with indices ``pre`` before the cycle (which starts
+    at ``start``) and positions ``res`` in it (``FastPeak._phases``), or 0 (none)."""
+    x = j - 1 - start
+    if x >= 0 and res:
+        q, t = divmod(x, period)
+        k = bisect_right(res, t)
+        if k:
+            return start + q * period + res[k - 1]
+        if q:
+            return start + (q - 1) * period + res[-1]
+    k = bisect_left(pre, min(j, start))
+    return pre[k - 1] if k else 0
 
 
 def _chord(grid: list[int], vals: list[int], q: int, slack: int) -> int:

@@ -275,7 +275,9 @@ class _Ops:
     __slots__ = ("sig", "byts", "outs", "carries", "per_node", "per_el", "per_byte", "owner", "carried", "m",
                  "counts", "special", "nodes")
 
-    def __init__(self, items: list, act: int):
+    def __init__(self, items: list, act: int, light: bool = False):
+        """``light``: the structure, nodes and input elements only (where a caller needs no window:
+        ``peak.fast_cuda_prefix``'s fewest-elements calls)."""
         from .executor import split_ops
 
         a = max(act, 1)
@@ -289,13 +291,14 @@ class _Ops:
                 special = bool((it.op_bytes and len(it.op_bytes) == n and n > 1) or (isinstance(e, tuple) and len(e) == n))
                 r = seen[id(it)] = (it.bytes, it.bytes if it.out < 0 else it.out, it.carry, n,
                                     (it.nodes if it.nodes >= 0 else it.ops) / n, 0.0 if special else (e or it.bytes // a) / n,
-                                    special, _item_sig(it), split_ops([it]))
+                                    special, _item_sig(it), None if light else split_ops([it]))
             rows.append(r)
         self.sig = tuple(r[7] for r in rows)
-        self.byts = np.array([r[0] for r in rows], dtype=np.float64)
-        self.outs = np.array([r[1] for r in rows], dtype=np.float64)
-        self.carries = np.array([r[2] for r in rows], dtype=np.float64)
         counts = np.array([r[3] for r in rows], dtype=np.int64)
+        if not light:
+            self.byts = np.array([r[0] for r in rows], dtype=np.float64)
+            self.outs = np.array([r[1] for r in rows], dtype=np.float64)
+            self.carries = np.array([r[2] for r in rows], dtype=np.float64)
         self.counts = counts
         self.special = np.array([r[6] for r in rows], dtype=bool)
         self.nodes = np.array([r[4] * r[3] for r in rows], dtype=np.float64)
@@ -314,6 +317,8 @@ class _Ops:
                 else:
                     vals = e
                 self.per_el[starts[idx]:starts[idx + 1]] = vals
+        if light:
+            return
         split = [x for r in rows for x in r[8]]
         ops = np.array([max(1, it.ops) for it in split], dtype=np.int64)
         self.per_byte = np.repeat(np.array([it.bytes for it in split], dtype=np.float64) / ops, ops)
@@ -535,6 +540,12 @@ def whole_call_window(items: list, max_nodes: int, max_mega_elements: int, infli
 #: chunk 2048: 16-query buckets 0-150 MiB over their top's exact total, 128-query ones ~300 MiB); the CUDA envelope
 #: reports these bounds (``cum_upper``), so they are kept narrow where they are the prompt's highest term.
 MIN_BUCKET = 32
+#: The first offset (no full call below its buckets) of a call whose op counts grow with the query count (a
+#: gated-DeltaNet: ``_Ops.embed``): a bucket is kept once it spans at most 1/EMBED_RATIO of its start, whatever its
+#: width. Its bounds cost ~0.1-0.3 s each (up to a million ops a call at chunk 4096), and MIN_BUCKET's rule made
+#: ~180 of them at chunk 4096 (Qwen3.5-35B-A3B: 21 -> 140 s for tests/test_fits_cuda.py's case); prompts of at most
+#: a chunk report up to that bucket's top bound.
+EMBED_RATIO = 4
 #: Buckets whose two ends have items of different structure are split; past this many in one offset's class
 #: the class is answered exactly from then on (``CudaFit._shapeless``).
 MAX_MISSES = 24
@@ -700,6 +711,7 @@ class CudaFit:
                 base_a, var_a = parts(a)
                 base_b, var_b = parts(b)
                 up = None
+                emb = None
                 if sig(i) != sig(j):  # a route or a kernel's node count changes inside: split there (no bound)
                     oa = ob = ()
                 else:
@@ -723,7 +735,8 @@ class CudaFit:
                         self._shapeless.add(kind)
                         out += [(rs[x], None, False) for x, _ in [(i, j)] + todo]
                         break
-                if up is not None and ((floor is not None and up <= floor) or (b - a < MIN_BUCKET and 8 * (b - a) <= a)):
+                if up is not None and ((floor is not None and up <= floor) or (b - a < MIN_BUCKET and 8 * (b - a) <= a)
+                                       or (emb is not None and floor is None and EMBED_RATIO * (b - a) <= a)):
                     out.append((a, up, False))
                     continue
                 m = split_at(i, j) if up is None else (i + j) // 2

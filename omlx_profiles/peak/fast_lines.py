@@ -174,6 +174,15 @@ class CallModel:
             else:  # lower: the rotating buffer's rows saturate, and pass the call's own (``_steps``)
                 b.update((W - 1, W, W - 1 + S, W + S, W - 1 + Q, W + Q))
         sliding = bool(self.windows())
+        first = 1
+        if sliding and self.fresh_history and S > 1 and (mode == "lower" or _slides_known(known)):
+            # the rotating rows are known from the first full chunk on (``_steps``): a sample before it charges
+            # the unknown history's, and the upper lines' running maximum (or a line through both) would carry
+            # that into every later call (gemma-3-4b metal, chunk 700, the call at 700: 31-141 MB over). Every
+            # caller asks these lines at offsets of at least a chunk (a call after a full chunk), so they start there
+            b.add(S)
+            if mode != "lower":
+                first = S
         for t in self.kv_thresholds(1 if mode in ("last", "one") else Q):
             if mode in ("last", "one"):
                 b.add(t - 1)
@@ -181,7 +190,7 @@ class CallModel:
             b.add(t - Q)
             if sliding:
                 b.add(t - Q - (0 if mode == "lower" else 255))
-        return sorted(x for x in b if x >= 1)
+        return sorted(x for x in b if x >= first)
 
     # -- one synthetic call --------------------------------------------------------------------------
     def _steps(self, Q: int, S: int, off: int, mode: str, known: str | None = None) -> tuple[dict, int, int]:
@@ -312,28 +321,34 @@ class CallModel:
         run_ahead = run_ahead_ops(self.routes) if self.worst else None
         ex = self.routes.executor
         wins = [(ex.window_for(q), ex.op_weight, ex.view_weight)] + ([(run_ahead, 1, 0)] if run_ahead else [])
+        all_sums: list[dict] = []
         if ex.graph_commit is None:  # CUDA's graph commits count ops from the call's start: every item stays
             items = _drop_periods(items, starts, self.period, wins)  # the slots as slid (contracted)
-        all_sums: list[dict] = []
-        if run_ahead is not None:
-            executor.window_max(items, run_ahead, 1, 0, all_sums=all_sums)
-        call_window(items, self.routes.executor, q, self.act, all_sums)
+            executor.window_sums(items, wins[::-1], all_sums)  # the run-ahead window's, then the call's
+        else:  # (no line holds with graph commits: ``FastPeak.exact_only``)
+            if run_ahead is not None:
+                executor.window_max(items, run_ahead, 1, 0, all_sums=all_sums)
+            call_window(items, ex, q, self.act, all_sums)
         pinned = sum(pinned_bytes(self.p, steps, q, self.act).values())
         return [{pos: v + pinned for pos, v in s.items()} for s in all_sums], hold, add
 
-    def pieces(self, Q: int, S: int, mode: str, q_min: int = 1, known: str | None = None) -> tuple[Pieces, Pieces]:
+    def pieces(self, Q: int, S: int, mode: str, q_min: int = 1, known: str | None = None,
+               both: bool = True) -> tuple[Pieces, Pieces | None]:
         """``_pieces`` of the call; a multi-token call that may either grow the caches or fit in them
-        (``self.reach(S) >= q_min``) is the maximum of both layouts."""
-        t, b = self._pieces(Q, S, mode, known)
-        if mode == "upper" and self.reach(S) >= q_min:
-            t2, b2 = self._pieces(Q, S, "fit")
-            t, b = t.merged(t2), b.merged(b2)
+        (``self.reach(S) >= q_min``) is the maximum of both layouts -- unless ``known`` fixes its ``KVCache``
+        layout (a phase: grown from known free rows, or in place)."""
+        t, b = self._pieces(Q, S, mode, known, both)
+        if mode == "upper" and self.reach(S) >= q_min and not isinstance(known, tuple):
+            t2, b2 = self._pieces(Q, S, "fit", both=both)
+            t, b = t.merged(t2), (b.merged(b2) if both else None)
         return t, b
 
-    def _pieces(self, Q: int, S: int, mode: str, known: str | None = None) -> tuple[Pieces, Pieces]:
+    def _pieces(self, Q: int, S: int, mode: str, known: str | None = None,
+                both: bool = True) -> tuple[Pieces, Pieces | None]:
         """(held + peak, added + peak) of the call as ``Pieces`` over the offset. Between the breakpoints
         (``breaks``) a piece whose window layout still changes (an item that appears past a kv length the
-        op model sets, e.g. DSA's indexer top-k) is split where it changes (bisection on the offset)."""
+        op model sets, e.g. DSA's indexer top-k) is split where it changes (bisection on the offset).
+        ``both`` False: the first only (``None`` for the second: half the line arithmetic of a point's lines)."""
         # one token: a growing cache may grow or not, a sliding one rotate in place or not: one item bounds
         # both layouts of every update (``_contract``); the lower bound always takes the copy's slots
         contract = mode in ("lower", "last", "one") and not (known and not self.windows())
@@ -368,10 +383,11 @@ class CallModel:
             (s1, h1, d1), (s2, h2, d2) = at(lo), at(hi)
             lt, lb = [], []
             span = hi - lo
+            pairs = ((lt, h1, h2), (lb, d1, d2)) if both else ((lt, h1, h2),)
             for x, y in zip(s1, s2):
                 for pos, v1 in x.items():
                     v2 = y[pos]
-                    for out, e1, e2 in ((lt, h1, h2), (lb, d1, d2)):
+                    for out, e1, e2 in pairs:
                         a1, a2 = v1 + e1, v2 + e2
                         b = (a2 - a1) / span if span else 0.0
                         a = a1 - b * lo
@@ -380,11 +396,12 @@ class CallModel:
             # last piece has no end: a line that only takes over past the samples is kept
             end = INF if hi == last_hi else hi
             tot.append(_hull(lt, lo, end))
-            beyond.append(_hull(lb, lo, end))
+            if both:
+                beyond.append(_hull(lb, lo, end))
         starts = [lo for lo, _ in segs]
         if lower:
-            return Pieces(starts, tot), Pieces(starts, beyond)
-        return _monotone(Pieces(starts, tot)), _monotone(Pieces(starts, beyond))
+            return Pieces(starts, tot), (Pieces(starts, beyond) if both else None)
+        return _monotone(Pieces(starts, tot)), (_monotone(Pieces(starts, beyond)) if both else None)
 
 
 def _layer_period(p: Profile) -> tuple[int, int, int] | None:

@@ -37,8 +37,9 @@ class TopStep:
     (``256 * ceil(q / 256)``): each step's first and last count are points, and no tangent crosses a step."""
 
     def __init__(self, m: CallModel, S: int, full: Pieces, lo: int | None = None, hi: int | None = None,
-                 known: str | None = None):
+                 known: str | None = None, lines=None):
         self.m, self.S, self.full, self.known = m, S, full, known
+        self.lines = lines  # q -> (upper, lower) Pieces of a call of q queries in a layout the caller knows
         self.lo = lo = STEP * ((S - 1) // STEP) + 1 if lo is None else lo
         self.hi = hi = S - 1 if hi is None else hi
         pts = {lo, lo + 1, hi} | set(range(lo, hi, GAP))
@@ -53,6 +54,7 @@ class TopStep:
         self._pts: dict[int, tuple[Pieces, Pieces, tuple]] = {}
         self._seg: dict[int, list[int]] = {}
         self._layouts: dict[tuple, int] = {}
+        self._kv = sorted(m.kv_thresholds())  # a route that changes with the key count: no chord across it
 
     @staticmethod
     def applies(m: CallModel, S: int) -> bool:
@@ -78,7 +80,9 @@ class TopStep:
             m, S = self.m, self.S
             # the item structure as a small int (equal structures, equal ids): compared on every request
             lay = self._layouts.setdefault(m._layout(q, S), len(self._layouts))
-            p = self._pts[q] = (m.pieces(q, S, "upper", q_min=q, known=self.known)[0], m.pieces(q, S, "lower")[0], lay)
+            up, low = self.lines(q) if self.lines else (
+                m.pieces(q, S, "upper", q_min=q, known=self.known, both=False)[0], m.pieces(q, S, "lower", both=False)[0])
+            p = self._pts[q] = (up, low, lay)
         return p
 
     def _segment(self, j: int) -> list[int]:
@@ -103,8 +107,8 @@ class TopStep:
             return la_p.at(off), ua_p.at(off)
         b = pts[i + 1]
         ub_p, lb_p, lay_b = self._point(b)
-        if lay_b != lay:  # the structure changes between the points: no bound from them
-            return None, self.full.at(off)
+        if lay_b != lay or (self._kv and any(off + a < t <= off + b for t in self._kv)):
+            return None, self.full.at(off)  # the structure (or a route) changes between the points: no bound from them
         ua, ub = ua_p.at(off), ub_p.at(off)
         up = ua + -(-(ub - ua) * (r - a) // (b - a))
         lo = la = la_p.at(off)

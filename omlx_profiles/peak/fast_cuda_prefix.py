@@ -1,0 +1,509 @@
+"""CUDA after a cached prefix: an upper bound of the prefill total that is monotone in the prompt AND the prefix,
+read from per-profile tables in microseconds (issue 14 item 4, issue 18's ``fits`` speed).
+
+Why: on CUDA the exact replay is not monotone after a prefix (gpt-oss-20b, 3,000 cached, chunk 700: 454 new tokens
+7.8% above 455): MLX's graph commits (``executor.graph_ends``) end where a call's node and element counts say, and
+those move with the call's query count and offset. Without a prefix ``peak.fast_cuda.CudaFit`` tabulates the full
+calls once (they do not depend on the prompt); after a prefix every call's offset moves with the prefix, so no
+table of exact calls serves two prefixes, and every request replayed (22-30 ms, session 8).
+
+What this module bounds instead: every call a request makes after a prefix, whatever the prefix, as a function of
+the call's query count ``q`` and offset ``o`` that is non-decreasing in both:
+
+    B(q, o)  >= the total (held + added + pinned + window) of every call of q' <= q queries (not the last token)
+                at an offset o' <= o, after any history of calls of at most S tokens (the prefix's and the
+                prompt's, each ending on one token)
+    BL(p, o) >= the same for the last token (it computes the logits) after a call of p' <= p queries (a rotating
+                cache holds window - 1 rows plus that call's)
+
+A request of ``n`` new tokens after ``c`` cached, ``n = k S + 1 + r``, makes ``k`` full calls at ``c .. c + (k-1) S``,
+a shorter call of ``r`` at ``c + k S`` and the last token at ``c + n - 1``, so
+
+    U(n, c) = max( B(S, c + (k-1) S) if k,  B(r, c + k S) if r,  BL(p, c + n - 1) ),  p = r, or S (r = 0 < k), or 1
+                                                                                  (n = 1: the prefix's last token)
+
+is above the exact replay, non-decreasing in ``c`` (every offset moves right), within a block in ``n`` (``r`` grows
+at the same offset, the last token moves right after a longer call) and across blocks (the shorter call of ``S - 1``
+becomes a full call of ``S`` at the same offset, the last token follows a chunk). ``peak.envelope.CudaPrefixEnvelope`` reports ``max(E(n, 0), U(n, c))``.
+
+How ``B`` is built: a grid of cells, query buckets ``(Q_{i-1}, Q_i]`` (``CallModel.q_tops``: every route threshold,
+powers of 4, every 256-row step) x offset ranges ``[o_lo, o_hi]``. A cell's bound is its top call (``Q_i`` queries
+at ``o_hi``) in the bounding history of ``peak.fast_lines.CallModel._steps`` (the caches at the most rows a history
+can leave: the same worst case the CPU / Metal lines take), for each cache-update LAYOUT a call of the cell can
+take (a growing ``KVCache`` grows (a copy, 6 ops) or fits in place (2 ops); a one-token update of a rotating cache
+grows or not), each layout bounded on its own: nodes decide where graphs end, so layouts are not merged as the
+lines merge them. Within a cell and layout every call has the same item structure (checked at the cell's corners;
+a cell whose corners differ is split) and every item's bytes and input elements grow with ``q`` and ``o``, so the
+graph chain of each call lies between the top's (most elements: graphs end earliest) and a chain whose graphs end
+on the node limit alone (no elements: the latest any call's can end): ``fast_cuda.chain_graph_window`` over that
+interval bounds the window of every call of the cell. The caches' rows grow linearly with the offset: they are
+taken out of the cell's value (``Hbase``) and added back at the request's own offset, so a cell charges the
+window and what the caches hold past the offset, not a whole cell's worth of rows. Cumulative maxima over lower
+cells make ``B`` non-decreasing by construction.
+
+Cost: the cells up to an offset are built the first time a request reaches it (``prepare``: to the model's context);
+then a request is a few bisections. Not covered (``None``: the exact envelope answers): chunked attention, recurrent
+layers (gated-DeltaNet, Mamba, conv state: their items change structure with the query count; qwen3.5 at chunk 52
+builds, in about a minute), any model whose items change structure too often (``MAX_SPLITS``).
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import replace
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from ..registry.profile import Profile
+from .call import items_of_call, pinned_bytes, run_ahead_ops, validate_profile
+from .executor import window_max
+from .fast_cuda import _Ops, _sig, chain_graph_window, free_graph_window
+from .fast_lines import CallModel
+from .fast_pieces import GROWING, reach
+from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
+from .replay import KV_SCALED_KINDS
+
+#: An offset cell starting at ``o`` is about ``o / CELL_FRACTION`` tokens wide, in whole 256-row steps: the rows the
+#: caches hold are charged at the request's own offset, but a growing cache's copy and the attention's keys inside
+#: the window are charged at the cell's end, so a cell costs about 1 / CELL_FRACTION of them.
+CELL_FRACTION = 8
+#: Splits of one offset range (corners of different item structure), or query buckets added past
+#: ``CallModel.q_tops``'s, before the profile is given up (``None``: the exact envelope answers).
+MAX_SPLITS = 24
+#: Bytes added to every cell: float rounding of ``Hbase`` and of the window sums.
+SLACK = 256
+#: A layout's range is halved (at most ``REFINE`` times) while its window bound is more than 1 / REFINE_REL (and
+#: REFINE_ABS bytes) above its top call's own window (``CudaPrefix._part``).
+REFINE = 2
+REFINE_REL = 16
+REFINE_ABS = 32 << 20
+
+
+class _NoBound(Exception):
+    """A cell whose item structure changes too often to bound: the profile is answered by the exact envelope."""
+
+
+class CudaPrefix:
+    """``B(q, o)`` and ``BL(o)`` of one profile, chunk size, dtype and KV width (module doc), built lazily by
+    offset. ``upper(new, cached)`` is ``U(n, c)``."""
+
+    def __init__(self, profile: Profile, routes: KernelRoutes, chunk: int, dtype: str | None = None,
+                 nax: bool = False, kv_scale: float = 1.0, worst: str | None = None):
+        validate_profile(profile)
+        kinds = {e.kind for lt in profile.layer_types.values() for e in lt.entries}
+        if "chunked" in kinds:
+            raise UnsupportedError("chunked attention: no CUDA prefix bound")
+        if "state" in kinds:
+            # a recurrent layer's items change structure with the query count (gated-DeltaNet spans, conv views):
+            # cells hold for qwen3.5 at chunk 52, but cost about a minute to build -- not done (the exact envelope)
+            raise UnsupportedError("recurrent state: no CUDA prefix bound")
+        self.p = profile
+        self.kr = routes
+        self.S = chunk
+        self.dtype = dtype
+        self.nax = nax
+        self.kv_scale = float(kv_scale)
+        self.worst = worst
+        self.max_o = profile.max_context or None
+        self._reset()
+
+    def _reset(self) -> None:
+        from .call import activation_dtype
+
+        self._gen = _TILED_VERSION[0]
+        dt, act = activation_dtype(self.p, self.dtype)
+        self.dt, self.act = dt, act
+        self.model = CallModel(self.p, self.kr, tiled_state()[1], dt, self.nax, self.worst, self.kv_scale)
+        self.R = reach(self.S)
+        gc = self.kr.executor.graph_commit
+        self.gc = gc
+        self.run_ahead = run_ahead_ops(self.kr) if self.worst else None
+        self.failed = False
+        try:
+            self.tops = self._split_tops(self.model.q_tops(self.S))
+        except _NoBound:
+            self.tops, self.failed = [self.S], True
+        # Hbase(o) = o * rb: the bytes one more row of every growing cache holds (all layers, KV width applied)
+        rb_kv = rb_other = 0
+        for name, lt in self.p.layer_types.items():
+            c = self.model.counts[name]
+            for e in lt.entries:
+                if e.kind in GROWING:
+                    b = e.row_elements * act * c
+                    if e.kind in KV_SCALED_KINDS:
+                        rb_kv += b
+                    else:
+                        rb_other += b
+        self.rb = rb_other + rb_kv * self.kv_scale
+        self.groups = self._groups()
+        # the last token per bucket of the call before it (a rotating cache holds window - 1 rows plus that call's:
+        # after a one-token prefix end at most a window, after a chunk window - 1 + S), as ``peak.fast`` does
+        S = self.S
+        self.ltops = sorted({1, S} | {4 ** j for j in range(1, 8) if 4 ** j < S}) if any(
+            g[0] == "sliding" for g in self.groups) else [S]
+        # cells: offset ranges [bounds[j], bounds[j + 1] - 1]; per range the cumulative bound per query bucket
+        # (cum[j][i]) and of the last token (cuml[j])
+        self.bounds: list[int] = [1]
+        self.cum: list[list[int]] = []
+        self.cuml: list[list[int]] = []
+
+    def _split_tops(self, tops: list[int]) -> list[int]:
+        """``tops`` with a bucket end wherever the call's item structure changes with the query count inside a
+        bucket, kernel nodes included (``CallModel.q_tops`` splits on the ops; CUDA's graphs end on nodes: an MoE
+        sort takes more nodes past a token count), at a reference offset; a change elsewhere shows as a cell whose
+        corners differ (split by offset)."""
+        from ..kv.replay import STEP
+
+        off = 4 * STEP + self.S
+
+        def sig(q):
+            return tuple(_sig(items) for _, items in self._call(q, off, "one" if q == 1 else "upper", frozenset())[2])
+
+        out: list[int] = []
+        prev = 0
+        for Q in tops:
+            lo = prev + 1
+            while lo < Q:
+                if len(out) >= len(tops) + MAX_SPLITS:
+                    # the structure changes with nearly every query count (a gated-DeltaNet's recurrence spans)
+                    raise _NoBound
+                base = sig(lo)
+                if sig(Q) == base:
+                    break
+                a, b = lo, Q  # sig(a) == base != sig(b)
+                while b - a > 1:
+                    mid = (a + b) // 2
+                    if sig(mid) == base:
+                        a = mid
+                    else:
+                        b = mid
+                out.append(a)
+                lo = b
+            out.append(Q)
+            prev = Q
+        return out
+
+    def _groups(self) -> list[tuple]:
+        """The cache entries whose one-token update may grow or stay in place independently: every growing
+        ``KVCache`` together (one offset and capacity), each rotating window on its own."""
+        g: list[tuple] = []
+        kinds = {e.kind for lt in self.p.layer_types.values() for e in lt.entries}
+        if kinds & set(GROWING):
+            g.append(("grow",))
+        for W in sorted({e.window for lt in self.p.layer_types.values() for e in lt.entries if e.kind == "sliding"}):
+            g.append(("sliding", W))
+        return g
+
+    # -- one cell -----------------------------------------------------------------------------------
+    def _configs(self, q_lo: int, Q: int, last: bool) -> list[tuple[str, frozenset]]:
+        """The layouts of the calls of ``q_lo .. Q`` queries (``last``: the last token): (``_steps`` mode, the
+        groups updated in place)."""
+        if last or Q == 1:
+            mode = "last" if last else "one"
+            out = []
+            n = len(self.groups)
+            for mask in range(1 << n):
+                out.append((mode, frozenset(self.groups[b] for b in range(n) if mask >> b & 1)))
+            return out
+        out = [("upper", frozenset())]
+        if any(g[0] == "grow" for g in self.groups) and self.R >= q_lo:
+            out.append(("fit", frozenset()))
+        return out
+
+    def _call(self, Q: int, off: int, mode: str, inplace: frozenset):
+        """(hold, pinned, items variants) of the bounding call of ``Q`` queries at ``off`` in ``mode``, the
+        groups in ``inplace`` updated in place (one-token calls)."""
+        m = self.model
+        S = self.S
+        steps, hold, _ = m._steps(Q, S, off, mode)  # "last": Q is the call before it (its sliding rows)
+        if inplace:
+            steps = {name: tuple(_in_place(st, lt_e, inplace) for st, lt_e in zip(stps, self.p.layer_types[name].entries))
+                     for name, stps in steps.items()}
+        q = 1 if mode in ("last", "one") else Q
+        last = mode == "last"
+        variants = []
+        for w in ((None, self.worst) if self.worst else (None,)):
+            _, items = items_of_call(self.p, q, off, steps, self.kr, m.tiled, self.dt, self.act, self.nax,
+                                     last=last, direct=False, bound=w == "bound")
+            variants.append((w, items))
+        pinned = sum(pinned_bytes(self.p, steps, q, self.act).values())
+        return hold, pinned, variants
+
+    def _bottom_elems(self, q: int, off: int, mode: str, inplace: frozenset, variant, ops: _Ops) -> np.ndarray | None:
+        """Per op, input elements at most those of every call of the cell in this layout: the cell's smallest call
+        (``q`` queries at ``off``) with the fewest rows any history leaves (``_low_steps``), where its items have
+        the top's structure; else ``None`` (the caller then takes none: graphs end on the node limit alone, the
+        latest any call's can)."""
+        steps = self._low_steps(q, off, mode, inplace)
+        qq = 1 if mode in ("last", "one") else q
+        _, items = items_of_call(self.p, qq, off, steps, self.kr, self.model.tiled, self.dt, self.act, self.nax,
+                                 last=mode == "last", direct=False, bound=variant[0] == "bound")
+        if _sig(items) == ops.sig:
+            low = _Ops(items, self.act, light=True).per_el
+            if low.shape == ops.per_el.shape:
+                return np.minimum(low, ops.per_el)
+        return None
+
+    def _low_steps(self, q: int, off: int, mode: str, inplace: frozenset) -> dict:
+        """The cache steps of a call of ``q`` queries at ``off`` in the layout ``mode`` / ``inplace`` with the fewest
+        rows (input elements): a growing ``KVCache`` copies at least the offset's rows (it is sliced to the offset,
+        or holds at least that many) and adds at least ``256 * ceil(q / 256)``; a rotating one below."""
+        from ..kv.replay import STEP
+        from .ops.items import EntryStep
+
+        one = mode in ("last", "one")
+        G = STEP if one else -(-q // STEP) * STEP
+        qq = 1 if one else q
+        out = {}
+        for name, lt in self.p.layer_types.items():
+            row = []
+            for e in lt.entries:
+                if e.kind == "none":
+                    row.append(EntryStep("none", 0, 0, 0))
+                elif e.kind == "state":
+                    row.append(EntryStep("state", 1, 1, 0))
+                elif e.kind in GROWING:
+                    if mode == "fit" or (one and ("grow",) in inplace):
+                        row.append(EntryStep(e.kind, off + qq, off + qq, off + qq))
+                    else:
+                        row.append(EntryStep(e.kind, off, off + G, off + qq, zero_rows=G))
+                elif e.kind == "sliding":
+                    # a rotating buffer holds at least min(offset, window - 1) rows before a call (a multi-token
+                    # call keeps min(rows, window - 1) and adds its own; a one-token call grows from offset ==
+                    # rows), its keys at least that plus the call's; the trim copies none at least
+                    old = max(1, min(off, e.window - 1))
+                    if one and ("sliding", e.window) in inplace:
+                        row.append(EntryStep("sliding", old, old, min(off + 1, e.window - 1)))
+                    elif one:
+                        row.append(EntryStep("sliding", old, old + 1, min(off + 1, e.window - 1)))
+                    else:
+                        row.append(EntryStep("sliding", old, old + qq, old + qq))
+                else:
+                    raise _NoBound
+            out[name] = tuple(row)
+        return out
+
+    def _window(self, variant, ops: _Ops, low: np.ndarray) -> int:
+        w, items = variant
+        gc = self.gc
+        v = chain_graph_window(items, gc.max_nodes, gc.max_mega_elements, gc.window_graphs, self.act, low, ops)
+        # the chain's interval widens with every graph where elements end them (a DeepSeek's unfused scores: the
+        # window from the earliest start to the latest end doubled); a window from ANY start does not drift
+        v2 = free_graph_window(items, gc.max_nodes, gc.max_mega_elements, gc.window_graphs, self.act, low, ops)
+        if v2 < v:
+            v = v2
+        if w:
+            v2, _ = window_max(items, self.run_ahead, 1, 0)
+            if v2 > v:
+                v = v2
+        return v
+
+    def _cell(self, q_lo: int, Q: int, o_lo: int, o_hi: int, last: bool) -> int | None:
+        """The cell's bound less ``Hbase`` (the largest over its layouts), or ``None`` where a layout's smallest and
+        largest calls differ in structure (a route, an op past a token count: every such threshold is on ``q``,
+        ``o`` or ``o + q``, all smallest at one corner and largest at the other, so a change inside shows between
+        the two corners)."""
+        best = None
+        for mode, inplace in self._configs(q_lo, Q, last):
+            ql = 1 if mode == "one" else q_lo  # "last": q_lo .. Q the call before it
+            v = self._part(ql, Q, o_lo, o_hi, mode, inplace, REFINE)
+            if v is None:
+                return None
+            best = v if best is None or v > best else best
+        return best
+
+    def _part(self, q_lo: int, Q: int, o_lo: int, o_hi: int, mode: str, inplace: frozenset, depth: int) -> int | None:
+        """One layout's bound of ``total - Hbase(o)`` over every call of ``q_lo .. Q`` queries at an offset ``o`` in
+        ``o_lo .. o_hi`` (the top call's total less ``Hbase(o_hi)``: what the caches hold past ``Hbase`` only grows
+        with the offset). Where
+        it is far above the top call's own window (elements end the graphs: the fewest-elements call's graphs
+        end later, and the window from its ends holds more; gemma-3's D=256 fallback scores: x1.2-1.3 over a cell
+        of 256 queries and an eighth of the offset), the range is halved along its wider side (relative to the
+        query count and the keys) and each half bounded on its own, ``depth`` times at most: the maximum of the
+        halves' bounds still holds every call of the range."""
+        hold, pinned, var_hi = self._call(Q, o_hi, mode, inplace)
+        var_lo = None
+        win = own = 0
+        for k, v in enumerate(var_hi):
+            ops = _Ops(v[1], self.act)
+            low = self._bottom_elems(q_lo, o_lo, mode, inplace, v, ops)
+            if low is None:  # the fewest-rows call differs: is the range's structure one?
+                if var_lo is None:
+                    var_lo = self._call(q_lo, o_lo, mode, inplace)[2]
+                if _sig(var_lo[k][1]) != ops.sig:
+                    return None
+                low = np.zeros_like(ops.per_el)
+            w = self._window(v, ops, low)
+            win = w if w > win else win
+            if depth:
+                o2 = self._window(v, ops, ops.per_el)
+                own = o2 if o2 > own else own
+        if depth and win - own > max(REFINE_ABS, own // REFINE_REL) and (Q > q_lo or o_hi > o_lo):
+            # halve the side whose inputs spread more
+            if (Q - q_lo) * (o_hi + Q) >= (o_hi - o_lo) * Q and Q > q_lo:
+                m = (q_lo + Q) // 2
+                halves = ((q_lo, m, o_lo, o_hi), (m + 1, Q, o_lo, o_hi))
+            else:
+                m = (o_lo + o_hi) // 2
+                halves = ((q_lo, Q, o_lo, m), (q_lo, Q, m + 1, o_hi))
+            best = None
+            for a, b, c, d in halves:
+                v = self._part(a, b, c, d, mode, inplace, depth - 1)  # above total - Hbase(o) of each call in it
+                if v is None:
+                    break
+                best = v if best is None or v > best else best
+            else:
+                return best
+        return hold + pinned + win - self._hbase(o_hi) + SLACK
+
+    def _hbase(self, o: int) -> int:
+        return int(o * self.rb)
+
+    # -- the tables ---------------------------------------------------------------------------------
+    @staticmethod
+    def _end(lo: int) -> int:
+        """The last offset of the cell that starts at ``lo`` (cells end on 256-row steps; the same cells whatever
+        was asked first)."""
+        from ..kv.replay import STEP
+
+        w = STEP * max(1, lo // (STEP * CELL_FRACTION))
+        return lo - 1 + w - (lo - 1) % STEP
+
+    def _row(self, o_lo: int, o_hi: int) -> tuple[list[int], int] | None:
+        """Per query bucket and for the last token, the cell bounds of offsets ``o_lo .. o_hi`` (``None``: a
+        structure changes inside: the caller splits the range)."""
+        vals = []
+        prev = 0
+        for Q in self.tops:
+            v = self._cell(prev + 1, Q, o_lo, o_hi, False)
+            if v is None:
+                return None
+            vals.append(v)
+            prev = Q
+        vl = []
+        prev = 0
+        for P in self.ltops:
+            v = self._cell(prev + 1, P, o_lo, o_hi, True)
+            if v is None:
+                return None
+            vl.append(v)
+            prev = P
+        return vals, vl
+
+    def _extend(self, o: int) -> None:
+        """Rows until the offset ``o`` is covered."""
+        if self.failed:
+            raise _NoBound
+        splits = 0
+        while self.bounds[-1] <= o:
+            lo = self.bounds[-1]
+            hi = self._end(lo)
+            while True:
+                row = self._row(lo, hi)
+                if row is not None:
+                    break
+                if hi == lo or splits >= MAX_SPLITS:
+                    self.failed = True
+                    raise _NoBound
+                splits += 1
+                hi = (lo + hi) // 2
+            vals, vl = row
+            if self.cum:
+                pv, pl = self.cum[-1], self.cuml[-1]
+                vals = [max(a, b) for a, b in zip(vals, pv)]
+                vl = [max(a, b) for a, b in zip(vl, pl)]
+            for cum in (vals, vl):
+                for i in range(1, len(cum)):
+                    if cum[i - 1] > cum[i]:
+                        cum[i] = cum[i - 1]
+            self.cum.append(vals)
+            self.cuml.append(vl)
+            self.bounds.append(hi + 1)
+
+    def _check_gen(self) -> None:
+        if _TILED_VERSION[0] != self._gen:
+            self._reset()
+
+    def call_bound(self, q: int, o: int) -> int:
+        """``B(q, o)``."""
+        if self.bounds[-1] <= o:
+            self._extend(o)
+        j = bisect.bisect_right(self.bounds, o) - 1
+        return self._hbase(o) + self.cum[j][bisect.bisect_left(self.tops, q)]
+
+    def last_bound(self, o: int, prev: int | None = None) -> int:
+        """``BL(o)`` after a call of at most ``prev`` queries (default: a chunk)."""
+        if self.bounds[-1] <= o:
+            self._extend(o)
+        j = bisect.bisect_right(self.bounds, o) - 1
+        return self._hbase(o) + self.cuml[j][bisect.bisect_left(self.ltops, prev or self.S)]
+
+    def upper(self, new: int, cached: int) -> int | None:
+        """``U(new, cached)`` (module doc), or ``None`` where the profile has no bound (``_NoBound``)."""
+        self._check_gen()
+        try:
+            top = cached + new - 1
+            if self.bounds[-1] <= top:
+                self._extend(top)
+            bounds, S = self.bounds, self.S
+            j = bisect.bisect_right(bounds, top) - 1
+            k, r = divmod(new - 1, S)
+            # the last token after the shorter call, a full chunk, or (one new token) the prefix's own last token
+            p = r if r else (S if k else 1)
+            v = self._hbase(top) + self.cuml[j][bisect.bisect_left(self.ltops, p)]
+            if new > 1:
+                if k:
+                    o = cached + (k - 1) * S
+                    j = bisect.bisect_right(bounds, o) - 1
+                    u = self._hbase(o) + self.cum[j][-1]
+                    if u > v:
+                        v = u
+                if r:
+                    o = cached + k * S
+                    j = bisect.bisect_right(bounds, o) - 1
+                    u = self._hbase(o) + self.cum[j][bisect.bisect_left(self.tops, r)]
+                    if u > v:
+                        v = u
+            return v
+        except _NoBound:
+            return None
+
+    def prepare(self, max_o: int | None = None) -> bool:
+        """Every cell up to ``max_o`` (default: the model's context); False where there is no bound."""
+        self._check_gen()
+        o = max_o or self.max_o
+        if not o:
+            return not self.failed
+        try:
+            self._extend(o)
+        except _NoBound:
+            return False
+        return True
+
+
+def _in_place(st, e, inplace: frozenset):
+    """A one-token update of ``st`` (the bounding grow layout) in place, where its group is in ``inplace``."""
+    if e.kind in GROWING and ("grow",) in inplace:
+        return replace(st, new_rows=st.old_rows, zero_rows=0, trim_rows=0)
+    if e.kind == "sliding" and ("sliding", e.window) in inplace:
+        return replace(st, new_rows=st.old_rows, zero_rows=0, trim_rows=0)
+    return st
+
+
+def cuda_prefix_for(profile: Profile, backend: str, mlx_version: str | None, dtype: str | None, nax: bool,
+                    chunk: int, kv_scale: float = 1.0) -> CudaPrefix | None:
+    """The ``CudaPrefix`` of a backend whose executor commits graphs (CUDA), or ``None``: another backend, a profile
+    whose peak ``prefill_peak`` reports unknown there, or chunked attention (no bound: the exact envelope)."""
+    from .basis import MEASURED, basis_for, no_bound_reason
+    from .ops.recurrent import unverified_peak
+
+    kr = KernelRoutes.for_backend(backend, mlx_version)
+    if kr.executor.graph_commit is None or unverified_peak(profile, kr):
+        return None
+    b = basis_for(profile, kr)
+    if b.kind != MEASURED and no_bound_reason(profile, kr):
+        return None
+    try:
+        return CudaPrefix(profile, kr, chunk, dtype, nax, kv_scale, None if b.kind == MEASURED else (b.worst or b.kind))
+    except UnsupportedError:
+        return None
