@@ -540,6 +540,12 @@ def whole_call_window(items: list, max_nodes: int, max_mega_elements: int, infli
 #: chunk 2048: 16-query buckets 0-150 MiB over their top's exact total, 128-query ones ~300 MiB); the CUDA envelope
 #: reports these bounds (``cum_upper``), so they are kept narrow where they are the prompt's highest term.
 MIN_BUCKET = 32
+#: The first offset (no full call below its buckets) of a call whose op counts grow with the query count (a
+#: gated-DeltaNet: ``_Ops.embed``): a bucket is kept once it spans at most 1/EMBED_RATIO of its start, whatever its
+#: width. Its bounds cost ~0.1-0.3 s each (up to a million ops a call at chunk 4096), and MIN_BUCKET's rule made
+#: ~180 of them at chunk 4096 (Qwen3.5-35B-A3B: 21 -> 140 s for tests/test_fits_cuda.py's case); prompts of at most
+#: a chunk report up to that bucket's top bound.
+EMBED_RATIO = 4
 #: Buckets whose two ends have items of different structure are split; past this many in one offset's class
 #: the class is answered exactly from then on (``CudaFit._shapeless``).
 MAX_MISSES = 24
@@ -705,6 +711,7 @@ class CudaFit:
                 base_a, var_a = parts(a)
                 base_b, var_b = parts(b)
                 up = None
+                emb = None
                 if sig(i) != sig(j):  # a route or a kernel's node count changes inside: split there (no bound)
                     oa = ob = ()
                 else:
@@ -728,7 +735,8 @@ class CudaFit:
                         self._shapeless.add(kind)
                         out += [(rs[x], None, False) for x, _ in [(i, j)] + todo]
                         break
-                if up is not None and ((floor is not None and up <= floor) or (b - a < MIN_BUCKET and 8 * (b - a) <= a)):
+                if up is not None and ((floor is not None and up <= floor) or (b - a < MIN_BUCKET and 8 * (b - a) <= a)
+                                       or (emb is not None and floor is None and EMBED_RATIO * (b - a) <= a)):
                     out.append((a, up, False))
                     continue
                 m = split_at(i, j) if up is None else (i + j) // 2
