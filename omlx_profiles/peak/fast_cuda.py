@@ -29,6 +29,7 @@ from ..registry.profile import Profile
 from .call import (activation_dtype, call_window, growth_bytes, held_bytes, items_of_call, pinned_bytes, run_ahead_ops,
                    validate_profile)
 from .executor import carried_per_item, window_max
+from .fast_pieces import last_same
 from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 from .replay import EntryState, fill_prefix
 
@@ -684,17 +685,9 @@ class CudaFit:
             def split_at(i, j):
                 """Where the items' structure changes first after ``rs[i]`` (a binary search over the structure
                 alone: cheaper than a bound), or the middle where both ends share it."""
-                s0 = sig(i)
-                if sig(j) == s0:
+                if sig(j) == sig(i):
                     return (i + j) // 2
-                lo, hi = i, j  # sig(lo) == s0 != sig(hi)
-                while hi - lo > 1:
-                    mid = (lo + hi) // 2
-                    if sig(mid) == s0:
-                        lo = mid
-                    else:
-                        hi = mid
-                return lo
+                return last_same(sig, i, j)
 
             out = []
             todo = [(0, len(rs) - 1)] if rs else []

@@ -59,7 +59,7 @@ from .call import items_of_call, pinned_bytes, run_ahead_ops, validate_profile
 from .executor import window_max
 from .fast_cuda import _Ops, _sig, chain_graph_window, free_graph_window
 from .fast_lines import CallModel
-from .fast_pieces import GROWING, reach
+from .fast_pieces import GROWING, last_same, reach
 from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 from .replay import KV_SCALED_KINDS
 
@@ -170,15 +170,9 @@ class CudaPrefix:
                 base = sig(lo)
                 if sig(Q) == base:
                     break
-                a, b = lo, Q  # sig(a) == base != sig(b)
-                while b - a > 1:
-                    mid = (a + b) // 2
-                    if sig(mid) == base:
-                        a = mid
-                    else:
-                        b = mid
+                a = last_same(sig, lo, Q)  # the first change is at a + 1
                 out.append(a)
-                lo = b
+                lo = a + 1
             out.append(Q)
             prev = Q
         return out

@@ -38,7 +38,7 @@ from .ops.recurrent import state_snapshot_bytes
 from .call import call_window, items_of_call, pinned_bytes, run_ahead_ops
 from .replay import KV_SCALED_KINDS, scale_up
 
-from .fast_pieces import FAR, GROWING, INF, Pieces, _hull, _monotone, cycle_reach, reach  # noqa: F401
+from .fast_pieces import FAR, GROWING, INF, Pieces, _hull, _monotone, cycle_reach, last_same, reach  # noqa: F401
 
 
 class CallModel:
@@ -151,15 +151,9 @@ class CallModel:
                 base = self._layout(lo, S)
                 if self._layout(Q, S) == base:
                     break
-                a, b = lo, Q  # layout(a) == base != layout(b): find the first change
-                while b - a > 1:
-                    mid = (a + b) // 2
-                    if self._layout(mid, S) == base:
-                        a = mid
-                    else:
-                        b = mid
+                a = last_same(lambda q: self._layout(q, S), lo, Q)  # the first change is at a + 1
                 out.append(a)
-                lo = b
+                lo = a + 1
             out.append(Q)
             prev = Q
         return out

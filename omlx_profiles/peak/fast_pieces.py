@@ -17,6 +17,20 @@ FAR = 1 << 16  # the second sample of an unbounded piece: this many tokens past 
 INF = float("inf")
 
 
+def last_same(sig, lo: int, hi: int) -> int:
+    """The last query count in ``[lo, hi)`` whose structure ``sig`` equals ``sig(lo)``, given ``sig(hi)`` differs: a
+    bisection over the structure alone (cheaper than a bound), assuming one change point between the two ends.
+    Shared by the lines (``peak.fast_lines``), the CUDA buckets (``peak.fast_cuda``) and the CUDA prefix table."""
+    base = sig(lo)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if sig(mid) == base:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 #: The point-sampled bounds (``peak.fast_short``, ``peak.fast_top``): coarse points this many query counts apart,
 GAP = 32
 #: a segment halved while its bounds are more than this apart, or half of ``Estimator.fits``'s margin where that is
