@@ -327,22 +327,31 @@ class _Ops:
         self.per_el = np.repeat(col(5, np.float64), counts)
         if any(r[6] for r in rows):
             starts = np.concatenate(([0], np.cumsum(counts)))
+            vals_of: dict[int, list] = {}  # per distinct item: its ops' input elements
             for idx in np.flatnonzero(self.special).tolist():
                 it = items[idx]
-                n = int(counts[idx])
-                e = it.elems
-                if it.op_bytes and len(it.op_bytes) == n and n > 1:
-                    el = e if isinstance(e, tuple) and len(e) == n else ((e or 0) // n,) * n
-                    vals = [x if x else b // a for x, b in zip(el, it.op_bytes)]
-                else:
-                    vals = e
+                vals = vals_of.get(id(it))
+                if vals is None:
+                    n = int(counts[idx])
+                    e = it.elems
+                    if it.op_bytes and len(it.op_bytes) == n and n > 1:
+                        el = e if isinstance(e, tuple) and len(e) == n else ((e or 0) // n,) * n
+                        vals = [x if x else b // a for x, b in zip(el, it.op_bytes)]
+                    else:
+                        vals = e
+                    vals_of[id(it)] = vals
                 self.per_el[starts[idx]:starts[idx + 1]] = vals
         if light:
             return
         parts = [r[8] for r in rows]
-        split = list(chain.from_iterable(map(parts.__getitem__, inv.tolist())))
-        ops = np.array([max(1, it.ops) for it in split], dtype=np.int64)
-        self.per_byte = np.repeat(np.array([it.bytes for it in split], dtype=np.float64) / ops, ops)
+        invl = inv.tolist()
+        split = list(chain.from_iterable(map(parts.__getitem__, invl)))
+        # per distinct item, its split items' op counts and bytes per op (the same division, element by element)
+        p_ops = [np.array([max(1, it.ops) for it in q], dtype=np.int64) for q in parts]
+        p_bpo = [np.array([it.bytes for it in q], dtype=np.float64) / o for q, o in zip(parts, p_ops)]
+        ops = np.concatenate(list(map(p_ops.__getitem__, invl))) if invl else np.zeros(0, dtype=np.int64)
+        bpo = np.concatenate(list(map(p_bpo.__getitem__, invl))) if invl else np.zeros(0)
+        self.per_byte = np.repeat(bpo, ops)
         self.m = len(split)
         self.owner = np.repeat(np.arange(self.m), ops)  # the split item a window starting at each op is in
         self.carried = np.array(carried_per_item(split))
@@ -690,11 +699,20 @@ class CudaFit:
 
     # -- the full calls ---------------------------------------------------------------------------------
     def _extend(self, k: int) -> None:
+        if len(self.F) >= k:
+            return
+        if k > MAX_CALLS:
+            raise UnsupportedError(f"more than {MAX_CALLS} prefill calls")
+        # the full calls' exact totals are the raw replay's own table (``full_call_totals``, one per model variant:
+        # a call's total is the larger of its variants'), not a second walk of the same calls' graph windows: an
+        # estimate walked every full call twice, once for the replay and once here (session 10's profile: a CUDA
+        # ``--chunk 1`` estimate spent half its time in each); this walk only steps the caches, for the snapshots
+        profile, routes, chunk, dtype, nax, kv_scale, worst = self._args
+        tabs = [full_call_totals(profile, routes, chunk, dtype, nax, kv_scale, w, [], k) for w in self.walk.variants]
         while len(self.F) < k:
             j = len(self.F)
-            if j >= MAX_CALLS:
-                raise UnsupportedError(f"more than {MAX_CALLS} prefill calls")
-            f = self.walk.step(self.c, evaluate=True)[0]
+            f = max(t[j] for t in tabs)
+            self.walk.step(self.c, evaluate=False)
             self.F.append(f)
             self.FM.append(f if j == 0 or f > self.FM[-1] else self.FM[-1])
             self.snaps.append(self.walk.clone())
