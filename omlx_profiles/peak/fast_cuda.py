@@ -435,27 +435,6 @@ class _Ops:
         return lo_nodes, lo_el, slack
 
 
-def _search_sorted(a: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """``np.searchsorted(a, keys, side="left")`` for non-decreasing ``keys`` (cumulative sums plus a limit), the
-    same indices: NumPy restarts each key's binary search at the array's end, ~65 ns a key over the ~360k ops of a
-    GDN call (two searches, 48 of a bound's 81 ms); here each block of keys searches only the slice its first and
-    last key bracket, which stays in cache. Keys that are not sorted take NumPy's own search."""
-    n = keys.size
-    if n <= _SEARCH_BLOCK or not bool(np.all(keys[1:] >= keys[:-1])):
-        return np.searchsorted(a, keys, side="left")
-    out = np.empty(n, dtype=np.intp)
-    starts = np.arange(0, n, _SEARCH_BLOCK)
-    lo = np.searchsorted(a, keys[starts], side="left").tolist()
-    hi = np.searchsorted(a, keys[np.minimum(starts + _SEARCH_BLOCK, n) - 1], side="left").tolist()
-    for i, s in enumerate(starts.tolist()):
-        e = min(s + _SEARCH_BLOCK, n)
-        out[s:e] = np.searchsorted(a[lo[i]:hi[i]], keys[s:e], side="left") + lo[i]
-    return out
-
-
-_SEARCH_BLOCK = 4096
-
-
 def free_graph_window(items: list, max_nodes: int, max_mega_elements: int, inflight: int, act: int,
                       op_elems: np.ndarray | None = None, ops: _Ops | None = None, op_nodes: np.ndarray | None = None,
                       slack: float = 0.0) -> int:
@@ -488,8 +467,8 @@ def free_graph_window(items: list, max_nodes: int, max_mega_elements: int, infli
     node_lim = max_nodes + 1 + 1e-6
     el_lim = float((max_mega_elements + 1) << 20) * (1 + 1e-9)
     # the first op end y > x whose graph from x reaches either limit (searchsorted: the first y with cum >= target)
-    yn = _search_sorted(node_cum, node_cum[:-1] + node_lim)
-    ye = _search_sorted(el_cum, el_cum[:-1] + el_lim)
+    yn = np.searchsorted(node_cum, node_cum[:-1] + node_lim, side="left")
+    ye = np.searchsorted(el_cum, el_cum[:-1] + el_lim, side="left")
     G = np.minimum(np.minimum(yn, ye), total)
     G = np.maximum(G, np.arange(1, total + 1))
     G = np.append(G, total)
@@ -550,8 +529,8 @@ def chain_graph_window(items: list, max_nodes: int, max_mega_elements: int, infl
             epo = float(np.max(per_el)) if total else 0.0
             tn = max_nodes + 1 - 1e-9 * max(1.0, npo) - tol_n
             te = el_lim - 1e-9 * max(1.0, epo) - tol_e
-        yn = _search_sorted(node_cum, node_cum[:-1] + tn)
-        ye = _search_sorted(el_cum, el_cum[:-1] + te)
+        yn = np.searchsorted(node_cum, node_cum[:-1] + tn, side="left")
+        ye = np.searchsorted(el_cum, el_cum[:-1] + te, side="left")
         G = np.maximum(np.minimum(np.minimum(yn, ye), total), np.arange(1, total + 1))
         return np.append(G, total)
 
