@@ -339,7 +339,7 @@ class _Ops:
                         vals = [x if x else b // a for x, b in zip(el, it.op_bytes)]
                     else:
                         vals = e
-                    vals_of[id(it)] = vals
+                    vals = vals_of[id(it)] = np.asarray(vals, dtype=np.float64)
                 self.per_el[starts[idx]:starts[idx + 1]] = vals
         if light:
             return
@@ -347,10 +347,15 @@ class _Ops:
         invl = inv.tolist()
         split = list(chain.from_iterable(map(parts.__getitem__, invl)))
         # per distinct item, its split items' op counts and bytes per op (the same division, element by element)
-        p_ops = [np.array([max(1, it.ops) for it in q], dtype=np.int64) for q in parts]
-        p_bpo = [np.array([it.bytes for it in q], dtype=np.float64) / o for q, o in zip(parts, p_ops)]
-        ops = np.concatenate(list(map(p_ops.__getitem__, invl))) if invl else np.zeros(0, dtype=np.int64)
-        bpo = np.concatenate(list(map(p_bpo.__getitem__, invl))) if invl else np.zeros(0)
+        p_ops = np.array([max(1, it.ops) for q in parts for it in q], dtype=np.int64)
+        p_bpo = np.array([it.bytes for q in parts for it in q], dtype=np.float64) / p_ops
+        # the split items of every item in call order, as indices into the distinct items' split items
+        p_len = np.array([len(q) for q in parts], dtype=np.int64)
+        p_start = np.concatenate(([0], np.cumsum(p_len)))[:-1]
+        lens = p_len[inv]
+        first = np.repeat(p_start[inv] - (np.cumsum(lens) - lens), lens)
+        flat = first + np.arange(int(lens.sum()))
+        ops, bpo = p_ops[flat], p_bpo[flat]
         self.per_byte = np.repeat(bpo, ops)
         self.m = len(split)
         self.owner = np.repeat(np.arange(self.m), ops)  # the split item a window starting at each op is in
