@@ -112,7 +112,7 @@ def est():
 
 def test_api_budgets_past_one_tebibyte_answer(est):
     node = 1_128_000_000_000  # 8 x 141 GB
-    v = est.fits(Request(8192), node, weights_bytes=16 << 30, backend="cuda")
+    v = est.fits(Request(8192), node, weights_bytes=16 << 30, backend="cpu")
     assert v.fits and v.total_bytes < node
     assert est.max_tokens(node, backend="cpu") >= 40960
     assert est.fits(Request(8192), 1 << 50, backend="cpu").fits
@@ -133,13 +133,43 @@ def test_seventh_sample_is_clean(tmp_path, workdir):
 
     rng = random.Random(7)
     bad = []
-    for group in ("checkpoint", "terminal", "outputs"):
+    for group in ("checkpoint", "terminal", "outputs"):  # the whole sweep: minutes; a sample: seconds
         sub = tmp_path / group
         sub.mkdir()
         cases = list(sweep_seventh.MAKERS[group](sub))
-        for argv, expect in rng.sample(cases, min(8, len(cases))):
+        for argv, expect in rng.sample(cases, min(5 if group == "outputs" else 8, len(cases))):
             res = run(argv)
             why = [b for b in judge(argv, res, expect) if not b.startswith("SLOW")]
             if why:
                 bad.append(f"{group} {argv}: {why}")
     assert not bad, bad
+
+
+# --------------------------------------------------------------------------------------------------
+# "internal error" / silently wrong: 400-digit integers in expert / state / head fields (the issue: "head/vocab/
+# hidden/expert/rope/state fields"); the second pass held Qwen3's fields only. Mechanism: every MoE field the
+# peak reads goes through to_layers._soft_int (n_shared_experts and first_k_dense_replace were read raw and a
+# value out of range was dropped: a 400-digit first_k_dense_replace made every layer dense, peak 670 MB
+# against the real config's 727 MB: an under-estimate); experts per token past the experts is an error.
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["deepseek-v2-lite", "nemotron-h-56b-base-8k"])  # MoE + MLA; Mamba state
+def test_a_400_digit_expert_or_state_field_is_named_or_changes_nothing(name, tmp_path, workdir):
+    from tests.hostile import sweep_seventh
+    from tests.hostile.sweep_common import judge, run
+
+    bad = []
+    for argv, expect in sweep_seventh.huge_cases(tmp_path, configs=(name,)):
+        why = [b for b in judge(argv, run(argv), expect) if not b.startswith("SLOW")]
+        if why:
+            bad.append(f"{argv[1]}: {why}")
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("field,value,fragment", [
+    ("n_shared_experts", -1, "positive integer"), ("n_shared_experts", "2", "positive integer"),
+    ("first_k_dense_replace", 2**31, "out of range"), ("num_experts_per_tok", 65, "more than the 64 experts"),
+])
+def test_moe_fields_out_of_range_are_refused(field, value, fragment, tmp_path, workdir):
+    cfg = json.loads((CONFIGS / "deepseek-v2-lite.json").read_text())
+    d = model_dir(tmp_path, "m", {**cfg, field: value})
+    assert_clean_failure(run_main("estimate", str(d), "--tokens", "1k"), EXIT_USAGE, field, fragment)

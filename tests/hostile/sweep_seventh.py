@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import sys
 from pathlib import Path
@@ -97,8 +98,8 @@ def same_cases(root: Path):
                 return None
             return check
 
-        yield ["estimate", str(d), "--tokens", "4k", "--json"], first
-        yield ["estimate", "--config", str(cfg), "--tokens", "4k", "--json"], again("--config")
+        yield ["estimate", str(d), "--tokens", "1k", "--json"], first
+        yield ["estimate", "--config", str(cfg), "--tokens", "1k", "--json"], again("--config")
         if name in reg.profiles:
             def by_id(code, out, err, name=name):
                 j = _json(out)
@@ -108,7 +109,7 @@ def same_cases(root: Path):
                 if j["kv_bytes"] != want["kv"]:
                     return f"id {name}: kv {j['kv_bytes']:,} != its config's {want['kv']:,}"
                 return None if "disagree" not in notes else None
-            yield ["estimate", name, "--tokens", "4k", "--json"], by_id
+            yield ["estimate", name, "--tokens", "1k", "--json"], by_id
 
         def text_agrees(code, out, err, name=name):
             if not want or code != 0:
@@ -116,13 +117,53 @@ def same_cases(root: Path):
             shown = f"{want['kv']:,}"
             return None if shown in out.replace("\u202f", ",") or _mib(want["kv"]) in out else \
                 f"text output does not show kv {shown} B ({_mib(want['kv'])})"
-        yield ["estimate", str(d), "--tokens", "4k"], text_agrees
+        yield ["estimate", str(d), "--tokens", "1k"], text_agrees
 
 
 def _mib(n: int) -> str:
     from omlx_profiles.units import format_bytes
 
     return format_bytes(n)
+
+
+# ------------------------------------------------------------------------------------------------
+# huge: a 400-digit integer in every expert / state / head field of MoE, MLA and hybrid configs is refused
+# naming the field, or (a field mlx-lm does not read) changes nothing
+# ------------------------------------------------------------------------------------------------
+HUGE_CONFIGS = ("deepseek-v2-lite", "gpt-oss-20b", "nemotron-h-56b-base-8k", "qwen3-next-80b-a3b-thinking")
+HUGE_FIELDS = re.compile(r"expert|state|conv|ssm|mamba|group|lora|head|window|chunk|rope|dense|moe|kv|layer", re.I)
+
+
+def huge_cases(root: Path, configs=HUGE_CONFIGS):
+    for name in configs:
+        cfg = json.loads((CONFIGS / f"{name}.json").read_text())
+        base = _dir(root, f"{name}-real", cfg)
+        argv = ["estimate", "--tokens", "1k", "--backend", "cpu", "--json"]
+        want: dict = {}
+
+        def real(code, out, err, want=want):
+            j = _json(out)
+            if code != 0 or j is None:
+                return f"the real config: exit {code} {err[:160]!r}"
+            want.update(kv=j["kv_bytes"], peak=j.get("peak_bytes"))
+            return None
+
+        yield [argv[0], str(base), *argv[1:]], real
+        for k, v in cfg.items():
+            if isinstance(v, bool) or not isinstance(v, int) or not HUGE_FIELDS.search(k):
+                continue
+            d = _dir(root, f"{name}-{k}", {**cfg, k: 10**400})
+
+            def same_or_named(code, out, err, k=k, want=want):
+                if code == 2:
+                    return None if k in err else f"refused without naming {k}: {err[:160]!r}"
+                j = _json(out)
+                if code != 0 or j is None:
+                    return f"exit {code} {err[:160]!r}"
+                got = {"kv": j["kv_bytes"], "peak": j.get("peak_bytes")}
+                return None if got == want else f"{k} = 10**400 answered {got}, the real config {want}"
+
+            yield [argv[0], str(d), *argv[1:]], same_or_named
 
 
 # ------------------------------------------------------------------------------------------------
@@ -314,8 +355,8 @@ def report_api() -> int:
                         problems=lambda label, fc: call_problems(label, fc[0], OmlxProfilesError, fc[1], cpu=60))
 
 
-GROUPS = ("same", "context", "checkpoint", "terminal", "outputs", "bounds", "api")
-MAKERS = {"same": same_cases, "context": context_cases, "checkpoint": checkpoint_cases,
+GROUPS = ("same", "huge", "context", "checkpoint", "terminal", "outputs", "bounds", "api")
+MAKERS = {"same": same_cases, "huge": huge_cases, "context": context_cases, "checkpoint": checkpoint_cases,
           "terminal": terminal_cases, "outputs": output_cases, "bounds": bounds_cases}
 
 
