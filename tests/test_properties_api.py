@@ -222,10 +222,11 @@ def test_prefill_memory_profile_is_the_monitors_fast_path(name, backend, q, kv, 
     PrefillMemoryProfile) answers with the monitor's numbers: non-negative, monotone in the keys and tokens."""
     m = monitor(name, backend)
     pm = _pm(name, backend)
+    if (name, backend) == ("qwen3.5-35b-a3b", "cuda"):
+        q = (q - 1) % 256 + 1  # its CUDA transient table past 256 queries: ~27 s to 1M keys (test_compat_properties)
     t = pm.estimate_prefill_transient_bytes(q, kv + q)
     assert t == m.estimate_chunk_transient_bytes(q, kv + q) > 0
-    if backend != "cuda":  # the exact CUDA model: see the module docstring
-        assert pm.estimate_prefill_transient_bytes(q, kv + q + more) >= t
+    assert pm.estimate_prefill_transient_bytes(q, kv + q + more) >= t  # CUDA too (``CudaTransient``, session 11)
     r = pm.estimate_resident_kv_bytes(kv, chunk_tokens=q)
     assert 0 <= r <= pm.estimate_resident_kv_bytes(kv + more, chunk_tokens=q)
 
