@@ -11,7 +11,7 @@ mechanism. So, for every input the strategies generate:
   "envelope minus prefix" 30 MiB below zero for small chunks);
 * monotone: a longer prompt never peaks lower (cpu / metal; CUDA without a prefix where ``peak.fast_cuda`` has
   bucket bounds, i.e. not a gated-DeltaNet: ``cuda_bounded``), the prefix's KV + the peak over it never falls as
-  the prefix grows (where the fast path has bounds: not CUDA, not a ``bound`` basis), a chunk over more keys never
+  the prefix grows (not CUDA; a gated-DeltaNet on cpu through ``peak.prefix_lines`` since session 11), a chunk over more keys never
   costs less (every backend; on CUDA since session 11: ``peak.fast_cuda_prefix.CudaTransient``): the facade reports
   the monotone envelope of its answers (peak/envelope.py).
 """
@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from omlx_profiles.compat import MemoryMonitor
 from omlx_profiles.peak.prefill import Request, prefill_peak
+from omlx_profiles.peak.prefix_lines import applies
 from omlx_profiles.registry import load_registry
 
 REG = load_registry([])
@@ -83,8 +84,8 @@ def test_request_memory_nonnegative_and_monotone_in_the_prefix(name, backend, ne
     prefix grows, at any alignment: the facade reports the envelope (peak/envelope.py) where the fast path has
     bounds (not CUDA: the exact model, whose graph commits move with the length)."""
     m = monitor(name, backend)
-    if m._fast.exact_only or (cached + more + new) // chunk > 3000:
-        return
+    if (m._fast.exact_only and not applies(m._fast)) or (cached + more + new) // chunk > 3000:
+        return  # CUDA after a prefix (tests/test_fits_cuda_prefix.py), chunked attention
 
     def held(c):
         return m.estimate_resident_kv_bytes(c, chunk_tokens=chunk) + m.estimate_prefill_peak_bytes(new, chunk,
