@@ -151,3 +151,13 @@ def test_own_default_split_needs_split(module):
 
     with pytest.raises(UnsupportedError, match="--split"):
         rank_profiles(profile_for_config(_config(module)), ShardSpec(2, "pipeline"))
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if PLAN[m].pipeline_split == "extra_to_first_layers"))
+def test_no_split_argument_refuses_split(module):
+    """kimi_k3's pipeline(group) takes no split: --split is refused, naming it (mlx-lm would raise TypeError)."""
+    from omlx_profiles.errors import UnsupportedError
+
+    prof = profile_for_config(_config(module))
+    with pytest.raises(UnsupportedError, match="takes no split"):
+        rank_profiles(prof, ShardSpec(2, "pipeline", (prof.num_layers - 1, 1)))
