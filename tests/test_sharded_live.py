@@ -19,11 +19,6 @@ single-process peak model already over-estimates these tiny dense / MoE shapes b
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 
 import pytest
 
@@ -31,6 +26,7 @@ mx = pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
 
 from omlx_profiles.live.build import build_model, save_local  # noqa: E402
+from omlx_profiles.live.sharded import launch_ring  # noqa: E402
 from omlx_profiles.estimate.calibration import profile_for_config  # noqa: E402
 from omlx_profiles.estimate.safetensors import read_checkpoint  # noqa: E402
 from omlx_profiles.peak.prefill import Request, prefill_peak  # noqa: E402
@@ -88,51 +84,6 @@ CASES = [("dense-tensor", "dense", "tensor", None), ("dense-pipeline", "dense", 
          ("hybrid-pipeline", "hybrid", "pipeline", None), ("hybrid35-tensor", "hybrid35", "tensor", None)]
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _launch(spec_path, tmp, attempt: int) -> list[dict]:
-    ports = _free_ports(2)
-    hostfile = tmp / f"hosts-{attempt}.json"
-    hostfile.write_text(json.dumps([[f"127.0.0.1:{p}"] for p in ports]))
-    procs, outs = [], []
-    for r in range(2):
-        out = tmp / f"rank{r}-{attempt}.json"
-        outs.append(out)
-        env = dict(os.environ, MLX_RANK=str(r), MLX_HOSTFILE=str(hostfile), MLX_WORLD_SIZE="2")
-        procs.append(subprocess.Popen([sys.executable, "-m", "omlx_profiles.live.sharded", str(spec_path), str(out)],
-                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    deadline = time.monotonic() + TIMEOUT_S
-    errs = []
-    try:
-        for p in procs:
-            try:
-                _, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                _, err = p.communicate()
-                err = f"timed out after {TIMEOUT_S} s\n{err}"
-            errs.append((p.returncode, err[-3000:]))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    if any(rc != 0 for rc, _ in errs):
-        raise RuntimeError("rank processes failed: " + " | ".join(f"rc={rc}: {e}" for rc, e in errs))
-    return [json.loads(o.read_text()) for o in outs]
-
-
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sharded")
@@ -145,11 +96,7 @@ def live(tmp_path_factory):
                        "tokens": TOKENS, "chunk": CHUNK, "repeats": 1} for c, m, par, split in CASES]}
     spec_path = tmp / "spec.json"
     spec_path.write_text(json.dumps(spec))
-    try:
-        ranks = _launch(spec_path, tmp, 0)
-    except RuntimeError:  # a port taken between picking and binding: one retry on fresh ports
-        ranks = _launch(spec_path, tmp, 1)
-    return dirs, {r["rank"]: {x["name"]: x for x in r["results"]} for r in ranks}
+    return dirs, launch_ring(spec_path, tmp, timeout_s=TIMEOUT_S)
 
 
 @pytest.mark.xdist_group("sharded_live")  # pytest-xdist: one worker runs the module's one launch of every case
@@ -184,3 +131,31 @@ def test_rank_kv_weights_exact_and_peak(live, case, model, parallel, split):
     # gated-DeltaNet recurrence) is a worst case by construction: only "never under" applies to it
     bad = [r for r in rows if r[3] < PEAK_LIMIT[0] or (r[4] != "bound" and r[3] > PEAK_LIMIT[1])]
     assert not bad, f"{case}: est/measured outside {PEAK_LIMIT}: {report}"
+
+
+@pytest.mark.xdist_group("sharded_live")
+@pytest.mark.parametrize("case, model, parallel, split", CASES)
+def test_cli_json_per_rank_is_the_measurement(live, case, model, parallel, split):
+    """``estimate DIR --ranks 2 --parallel ... --json`` on the local checkpoint, what a user runs: each rank's
+    weights are exact from the safetensors headers (a pipeline rank: its layers' tensors plus the shared ones)
+    and equal the rank's measured parameter bytes; its resident KV equals the measured cache bytes; its
+    reported peak + communication buffer is not under the measured peak."""
+    from .conftest import run_cli
+
+    dirs, measured = live
+    dtype, _ = MODELS[model]
+    args = ["estimate", str(dirs[model]), "--tokens", str(TOKENS), "--chunk", str(CHUNK), "--backend", "cpu",
+            "--dtype", dtype, "--ranks", "2", "--parallel", parallel, "--json"]
+    if split:
+        args += ["--split", ",".join(map(str, split))]
+    code, out, err = run_cli(*args)
+    assert code == 0, err
+    per = json.loads(out)["per_rank"]
+    assert [r["rank"] for r in per] == [0, 1]
+    for r in per:
+        got = measured[r["rank"]][case]
+        assert r["layers"] == got["layers"], f"{case} rank {r['rank']}: layers"
+        assert r["weights"]["label"] == "exact" and r["weights_bytes"] == got["weights_nbytes"], \
+            f"{case} rank {r['rank']}: weights {r['weights_bytes']} vs measured {got['weights_nbytes']}"
+        assert r["kv_bytes"] == got["cache_nbytes"], f"{case} rank {r['rank']}: KV"
+        assert r["peak_bytes"] + r["comm_bytes"] >= got["peak_over_baseline"], f"{case} rank {r['rank']}: peak under"

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import gc
 import json
+import os
+import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -56,6 +59,63 @@ def run_case(case: dict, group) -> dict:
     return out
 
 
+def _free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _launch_once(spec_path: Path, tmp: Path, attempt: int, ranks: int, timeout_s: float) -> list[dict]:
+    ports = _free_ports(ranks)
+    hostfile = tmp / f"hosts-{attempt}.json"
+    hostfile.write_text(json.dumps([[f"127.0.0.1:{p}"] for p in ports]))
+    procs, outs = [], []
+    for r in range(ranks):
+        out = tmp / f"rank{r}-{attempt}.json"
+        outs.append(out)
+        env = dict(os.environ, MLX_RANK=str(r), MLX_HOSTFILE=str(hostfile), MLX_WORLD_SIZE=str(ranks))
+        procs.append(subprocess.Popen([sys.executable, "-m", "omlx_profiles.live.sharded", str(spec_path), str(out)],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    deadline = time.monotonic() + timeout_s
+    errs = []
+    try:
+        for p in procs:
+            try:
+                _, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                _, err = p.communicate()
+                err = f"timed out after {timeout_s} s\n{err}"
+            errs.append((p.returncode, err[-3000:]))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    if any(rc != 0 for rc, _ in errs):
+        raise RuntimeError("rank processes failed: " + " | ".join(f"rc={rc}: {e}" for rc, e in errs))
+    return [json.loads(o.read_text()) for o in outs]
+
+
+def launch_ring(spec_path: Path, tmp: Path, *, ranks: int = 2, timeout_s: float = 300) -> dict[int, dict[str, dict]]:
+    """Run ``spec_path``'s cases on ``ranks`` processes over loopback, as ``mlx.launch --backend ring -n N``
+    would on one host (a hostfile of free loopback ports, ``MLX_RANK`` / ``MLX_HOSTFILE`` per process).
+    One retry on fresh ports: a port can be taken between picking and binding. Returns
+    ``{rank: {case name: result}}``."""
+    try:
+        got = _launch_once(spec_path, tmp, 0, ranks, timeout_s)
+    except RuntimeError:
+        got = _launch_once(spec_path, tmp, 1, ranks, timeout_s)
+    return {r["rank"]: {x["name"]: x for x in r["results"]} for r in got}
+
+
 def main(argv: list[str]) -> int:
     import mlx.core as mx
 
@@ -63,7 +123,10 @@ def main(argv: list[str]) -> int:
     mx.set_default_device(mx.cpu)
     group = mx.distributed.init(backend="ring", strict=True)
     t0 = time.monotonic()
-    results = [run_case(c, group) for c in spec["cases"]]
+    results = []
+    for c in spec["cases"]:
+        print(f"case {c['name']}", file=sys.stderr, flush=True)  # the launcher shows stderr's tail on a failure
+        results.append(run_case(c, group))
     Path(argv[1]).write_text(json.dumps({"rank": group.rank(), "size": group.size(), "seconds": time.monotonic() - t0,
                                          "results": results}))
     return 0

@@ -1,0 +1,138 @@
+"""Every module the sharding plan names, sharded for real on two ranks: weights and resident KV byte-exact.
+
+Why: ``profiles/mlx_lm/sharding.yaml`` says, per mlx-lm module, whether it tensor- and/or pipeline-shards
+and which projections split which way. ``test_sharding.py`` checks the file is what the generator reads
+from mlx-lm's sources and that ``Model.shard`` exists exactly where it says; ``test_sharded_live.py``
+measures peaks on five hand-made models. Neither checks the *split* of the other modules against what
+mlx-lm really does. Here every plan module with a recipe (``profiles/mlx_lm/<module>.yaml``: its tiny live
+config) is built by mlx-lm with random weights, saved as a local checkpoint, and loaded by two processes
+on MLX's ring backend (loopback), which shard it the mlx-lm way (``model.shard(group)`` or
+``model.model.pipeline(group)``), evaluate their parameters and prefill a few tokens
+(``live.sharded``). Each rank's parameter bytes and ``sum(c.nbytes for c in cache)`` must equal the
+estimate (safetensors headers + the plan; the rank profile's ``kv_report``). The live model is the truth:
+a projection the plan splits the wrong way, a cache kept whole that mlx-lm divides (or the reverse), a
+layer range off by one: each is a byte difference here.
+
+Also per module, from the instance mlx-lm builds: ``model.shard`` exists iff the plan has a tensor entry and
+``model.model.pipeline`` exists iff the plan says pipeline (``sharded_load``'s own test, ``hasattr``).
+
+Cost: tiny models (2-5 layers, hidden <= 256), 5 tokens per case (one prefill call of 4 and the last
+token), one launch for every case: a few seconds of CPU.
+"""
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+mx = pytest.importorskip("mlx.core")
+pytest.importorskip("mlx_lm")
+
+from omlx_profiles.estimate.calibration import profile_for_config  # noqa: E402
+from omlx_profiles.estimate.safetensors import read_checkpoint  # noqa: E402
+from omlx_profiles.kv import kv_report  # noqa: E402
+from omlx_profiles.live.build import build_model, save_local  # noqa: E402
+from omlx_profiles.live.sharded import launch_ring  # noqa: E402
+from omlx_profiles.mlxlm.recipes import live_config, recipe  # noqa: E402
+from omlx_profiles.sharding import ShardSpec, load_plan, rank_profiles, rank_weights  # noqa: E402
+
+TOKENS, CHUNK = 5, 4
+DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+# the recipe's tiny config has one KV head where mlx-lm's tensor sharding needs them to divide by 2 (the
+# estimator refuses that, as it should: tests/test_sharding.py::test_clear_errors); two KV heads here
+OVERLAY = {"step3p5": {"num_attention_groups": 2}, "prism_hadamard_qwen35": {"intermediate_size": 256}}
+# plan modules with no module recipe (no tiny live config to build them from): Model.shard's presence is
+# still checked for them by tests/test_sharding.py::test_plan_agrees_with_live_mlx_lm_classes
+NO_RECIPE = {"deepseek_v41", "iquestloopcoder", "longcat_flash_ngram", "muse_spark"}
+
+# found by this test (session 11), not yet mended; strict: a fix must remove its entry. "over": the estimate
+# is above the live rank (safe, not exact); "UNDER": below it
+KNOWN = {
+    ("gpt_oss", "tensor"): "weights over by 32 B per rank",
+    ("kimi_k3", "tensor"): "weights over by 3,336 B and KV over (70,144 vs 59,648 B) per rank",
+    ("kimi_k3", "pipeline"): "UNDER: kimi_k3's own pipeline() splits the layers otherwise ([2, 3) / [0, 2) live, "
+                             "[1, 3) / [0, 1) estimated): rank 1's weights and KV under",
+    ("longcat_flash", "tensor"): "weights over (1,027,632 vs 765,488 B per rank)",
+    ("minimax", "tensor"): "weights over by 768 B per rank",
+    ("minimax_m3_vl", "tensor"): "weights over (397,344 vs 274,464 B per rank)",
+}
+
+PLAN = load_plan().modules
+MODULES = sorted(m for m in PLAN if m not in NO_RECIPE)
+CASES = [(m, par) for m in MODULES for par in ("tensor", "pipeline")
+         if (PLAN[m].tensor is not None if par == "tensor" else PLAN[m].pipeline)]
+
+
+def _config(module: str) -> dict:
+    rec = recipe(module)
+    cfg = live_config(rec, probe_head_dim=False)
+    extra = OVERLAY.get(module, {})
+    if rec.text is not None:
+        cfg[rec.text.key] = {**cfg[rec.text.key], **extra}
+    else:
+        cfg.update(extra)
+    return cfg
+
+
+def _build(module: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # CPU gather_mm promotes MoE models to float32 (said in build_model)
+        return build_model(_config(module), recipe(module).live.dtype)
+
+
+def test_no_recipe_list_is_current():
+    """The modules skipped for want of a recipe are exactly the plan modules without one."""
+    assert {m for m in PLAN if recipe(m) is None} == NO_RECIPE
+    assert len(CASES) >= 40
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("every")
+    built = {}
+    for m in MODULES:
+        model = _build(m)
+        built[m] = (save_local(model, _config(m), tmp / m), DTYPE[model.omlx_build_info.dtype],
+                    callable(getattr(model, "shard", None)),
+                    hasattr(model, "model") and hasattr(model.model, "pipeline"))
+        del model
+    spec = {"cases": [{"name": f"{m}-{par}", "path": str(built[m][0]), "parallel": par, "split": None,
+                       "tokens": TOKENS, "chunk": CHUNK, "repeats": 1} for m, par in CASES]}
+    spec_path = tmp / "spec.json"
+    spec_path.write_text(json.dumps(spec))
+    return built, launch_ring(spec_path, tmp)
+
+
+@pytest.mark.xdist_group("shard_every_module")  # one worker runs the module's one launch
+@pytest.mark.parametrize("module", MODULES)
+def test_plan_says_what_the_built_model_has(live, module):
+    """``sharded_load`` asks ``hasattr(model.model, "pipeline")`` and calls ``model.shard``: the plan must agree."""
+    built, _ = live
+    _, _, has_shard, has_pipeline = built[module]
+    assert has_shard == (PLAN[module].tensor is not None), f"{module}: Model.shard"
+    assert has_pipeline == PLAN[module].pipeline, f"{module}: model.model.pipeline"
+
+
+@pytest.mark.xdist_group("shard_every_module")
+@pytest.mark.parametrize("module, parallel", [
+    pytest.param(m, p, id=f"{m}-{p}", marks=[pytest.mark.xfail(reason=KNOWN[m, p], strict=True)] if (m, p) in KNOWN else [])
+    for m, p in CASES])
+def test_rank_weights_and_kv_exact(live, module, parallel):
+    built, measured = live
+    path, dtype, _, _ = built[module]
+    prof = profile_for_config(_config(module), dtype)
+    spec = ShardSpec(2, parallel)
+    views = rank_profiles(prof, spec)
+    weights = rank_weights(prof, spec, views, checkpoint=read_checkpoint(path))
+    bad = []
+    for v, w in zip(views, weights):
+        got = measured[v.rank][f"{module}-{parallel}"]
+        kv = kv_report(v.profile, TOKENS, schedule="generate", chunk=CHUNK, dtype=dtype).total
+        if got["layers"] != [v.start, v.end]:
+            bad.append(f"rank {v.rank}: layers {[v.start, v.end]} vs live {got['layers']}")
+        if not (w.exact and w.bytes == got["weights_nbytes"]):
+            bad.append(f"rank {v.rank}: weights {w.bytes} vs live {got['weights_nbytes']}")
+        if kv != got["cache_nbytes"]:
+            bad.append(f"rank {v.rank}: KV {kv} vs live {got['cache_nbytes']}")
+    assert not bad, f"{module} {parallel}: " + "; ".join(bad)
