@@ -55,10 +55,11 @@ def main() -> int:
         return len(glob.glob(prefix + "_*.dot")) if prefix else 0
 
     prompts = [tuple(int(x) for x in p.split(":")) for p in a.prompts.split(",")]
-    toks = mx.random.randint(0, cfg["vocab_size"], (max(t for t, _ in prompts),))
+    vocab = cfg.get("vocab_size") or cfg.get("text_config", {}).get("vocab_size") or 32000
+    toks = mx.random.randint(0, vocab, (max(t for t, _ in prompts),))
     mx.eval(toks)
     stream = mx.new_stream(mx.default_device())
-    out = {"model": a.model, "layers": cfg["num_hidden_layers"], "weights": weights, "prompts": []}
+    out = {"model": a.model, "layers": cfg.get("text_config", cfg).get("num_hidden_layers"), "weights": weights, "prompts": []}
     od = Path(os.environ.get("OUT", "."))
     od.mkdir(parents=True, exist_ok=True)
     with mx.stream(stream):
