@@ -16,17 +16,15 @@ place (section headers name the mechanism):
 from __future__ import annotations
 
 import json
-import math
 import random
 import re
 
 import pytest
 
 import omlx_profiles as op
-from omlx_profiles.errors import OmlxProfilesError
 from omlx_profiles.peak.request import Request
 
-from .hostile.harness import run_main
+from .hostile.harness import refusal_problems, run_main
 
 MODEL = "qwen3-8b"
 
@@ -64,16 +62,7 @@ def test_api_dtype_and_nax_are_typed_errors(est):
     """``fits`` / ``prepare`` with an unknown dtype raised ``KeyError`` (the fast path indexed DTYPE_BYTES),
     ``""`` was the profile's dtype without a word, a list an unhashable-type ``TypeError``, and ``nax`` took
     anything truthy as true."""
-    bad = []
-    for label, call in _api_calls(est):
-        try:
-            call()
-            bad.append(f"{label}: answered")
-        except OmlxProfilesError:
-            pass
-        except Exception as e:  # noqa: BLE001 - what the test is about
-            bad.append(f"{label}: {type(e).__name__}: {e}")
-    assert not bad, bad
+    assert not refusal_problems(_api_calls(est))
 
 
 def test_api_valid_dtype_and_nax_still_answer(est):
@@ -95,21 +84,13 @@ NOT_WIDTHS = [-2, -0.5, 0, float("inf"), float("-inf"), float("nan"), "2", [2], 
 def test_facade_constructor_refuses_what_is_no_size():
     from omlx_profiles.compat import MemoryMonitor
 
-    bad = []
+    calls = []
     for v in NOT_SIZES:
-        for label, call in ((f"max_kv_cache_memory={v!r}", lambda: MemoryMonitor(v, backend="cpu")),
-                            (f"max_memory={v!r}", lambda: MemoryMonitor(1 << 30, backend="cpu", max_memory=v)),
-                            (f"check_interval={v!r}", lambda: MemoryMonitor(1 << 30, v, backend="cpu"))):
-            if label.startswith("check_interval") and v == 10**40:
-                continue  # a long interval is a number of seconds, not a size
-            try:
-                call()
-                bad.append(f"{label}: accepted")
-            except ValueError:
-                pass
-            except Exception as e:  # noqa: BLE001
-                bad.append(f"{label}: {type(e).__name__}: {e}")
-    assert not bad, bad
+        calls += [(f"max_kv_cache_memory={v!r}", lambda v=v: MemoryMonitor(v, backend="cpu")),
+                  (f"max_memory={v!r}", lambda v=v: MemoryMonitor(1 << 30, backend="cpu", max_memory=v))]
+        if v != 10**40:  # a long interval is a number of seconds, not a size
+            calls.append((f"check_interval={v!r}", lambda v=v: MemoryMonitor(1 << 30, v, backend="cpu")))
+    assert not refusal_problems(calls, ValueError)
     assert MemoryMonitor(None, 0.5, eviction_enabled=False, backend="cpu", max_memory=1 << 36).max_memory \
         == 1 << 36
 
@@ -355,23 +336,7 @@ def test_numeric_spellings_answer_as_the_plain_int_or_are_typed():
 
     calls = sweep_sixth.numeric_calls()
     sample = [c for c in calls if "np.uint8" in c[0]] + random.Random(6).sample(calls, 30)
-    bad = []
-    for label, fn, ref in sample:
-        try:
-            got = fn()
-        except (OmlxProfilesError, ValueError, TypeError) as e:
-            if not isinstance(e, OmlxProfilesError) and label.startswith(("Request", "fits", "max_tokens", "kv_bytes",
-                                                                             "op.kv_bytes", "prepare", "total_bytes")):
-                bad.append(f"{label}: {type(e).__name__}: {e}")
-            continue
-        except Exception as e:  # noqa: BLE001
-            bad.append(f"{label}: {type(e).__name__}: {e}")
-            continue
-        why = sweep_sixth._finite_ok(got)
-        if why:
-            bad.append(f"{label}: {why}")
-        if ref is not None and got != ref():
-            bad.append(f"{label}: {got!r} != {ref()!r}")
+    bad = [f"{label}: {b}" for label, fn, ref in sample for b in sweep_sixth.numeric_problems(label, fn, ref)]
     assert not bad, bad
 
 

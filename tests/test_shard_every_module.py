@@ -46,22 +46,26 @@ OVERLAY = {"step3p5": {"num_attention_groups": 2}, "prism_hadamard_qwen35": {"in
 # still checked for them by tests/test_sharding.py::test_plan_agrees_with_live_mlx_lm_classes
 NO_RECIPE = {"deepseek_v41", "iquestloopcoder", "longcat_flash_ngram", "muse_spark"}
 
-# found by this test (session 11), not yet mended; strict: a fix must remove its entry. "over": the estimate
-# is above the live rank (safe, not exact); "UNDER": below it
-KNOWN = {
-    ("gpt_oss", "tensor"): "weights over by 32 B per rank",
-    ("kimi_k3", "tensor"): "weights over by 3,336 B and KV over (70,144 vs 59,648 B) per rank",
-    ("kimi_k3", "pipeline"): "UNDER: kimi_k3's own pipeline() splits the layers otherwise ([2, 3) / [0, 2) live, "
-                             "[1, 3) / [0, 1) estimated): rank 1's weights and KV under",
-    ("longcat_flash", "tensor"): "weights over (1,027,632 vs 765,488 B per rank)",
-    ("minimax", "tensor"): "weights over by 768 B per rank",
-    ("minimax_m3_vl", "tensor"): "weights over (397,344 vs 274,464 B per rank)",
-}
+# found by this test (session 11) and not mended; strict: a fix must remove its entry ("over": the estimate is
+# above the live rank, safe but not exact; "UNDER": below it). Mended in session 11: gpt_oss (sinks cut per
+# rank), kimi_k3 (its own pipeline split: rank 1 was UNDER; conv / A_log / dt_bias cut, state divided),
+# longcat_flash (module lists: self_attn.*, mlps.*), minimax (ShardedRMSNorm q/k norms), minimax_m3_vl (a loop over
+# (switch_mlp, shared_experts)): tools/gen_sharding_plan.py reads each of these from Model.shard now.
+KNOWN: dict[tuple[str, str], str] = {}
 
 PLAN = load_plan().modules
 MODULES = sorted(m for m in PLAN if m not in NO_RECIPE)
 CASES = [(m, par) for m in MODULES for par in ("tensor", "pipeline")
          if (PLAN[m].tensor is not None if par == "tensor" else PLAN[m].pipeline)]
+
+
+def _split(module: str, parallel: str) -> tuple[int, ...] | None:
+    """An explicit even split for a module whose pipeline() has a default of its own (``own_default``: the
+    estimator asks for --split there; ``test_own_default_split_needs_split`` checks it refuses)."""
+    if parallel != "pipeline" or PLAN[module].pipeline_split != "own_default":
+        return None
+    n = profile_for_config(_config(module)).num_layers
+    return (n - n // 2, n // 2)
 
 
 def _config(module: str) -> dict:
@@ -97,7 +101,8 @@ def live(tmp_path_factory):
                     callable(getattr(model, "shard", None)),
                     hasattr(model, "model") and hasattr(model.model, "pipeline"))
         del model
-    spec = {"cases": [{"name": f"{m}-{par}", "path": str(built[m][0]), "parallel": par, "split": None,
+    spec = {"cases": [{"name": f"{m}-{par}", "path": str(built[m][0]), "parallel": par,
+                       "split": list(_split(m, par) or []) or None,
                        "tokens": TOKENS, "chunk": CHUNK, "repeats": 1} for m, par in CASES]}
     spec_path = tmp / "spec.json"
     spec_path.write_text(json.dumps(spec))
@@ -122,7 +127,7 @@ def test_rank_weights_and_kv_exact(live, module, parallel):
     built, measured = live
     path, dtype, _, _ = built[module]
     prof = profile_for_config(_config(module), dtype)
-    spec = ShardSpec(2, parallel)
+    spec = ShardSpec(2, parallel, _split(module, parallel))
     views = rank_profiles(prof, spec)
     weights = rank_weights(prof, spec, views, checkpoint=read_checkpoint(path))
     bad = []
@@ -136,3 +141,23 @@ def test_rank_weights_and_kv_exact(live, module, parallel):
         if kv != got["cache_nbytes"]:
             bad.append(f"rank {v.rank}: KV {kv} vs live {got['cache_nbytes']}")
     assert not bad, f"{module} {parallel}: " + "; ".join(bad)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if PLAN[m].pipeline_split == "own_default"))
+def test_own_default_split_needs_split(module):
+    """A module whose pipeline() picks its own default split (bailing_hybrid: whole layer groups) is refused
+    without --split, naming the flag, rather than given PipelineMixin's split."""
+    from omlx_profiles.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError, match="--split"):
+        rank_profiles(profile_for_config(_config(module)), ShardSpec(2, "pipeline"))
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if PLAN[m].pipeline_split == "extra_to_first_layers"))
+def test_no_split_argument_refuses_split(module):
+    """kimi_k3's pipeline(group) takes no split: --split is refused, naming it (mlx-lm would raise TypeError)."""
+    from omlx_profiles.errors import UnsupportedError
+
+    prof = profile_for_config(_config(module))
+    with pytest.raises(UnsupportedError, match="takes no split"):
+        rank_profiles(prof, ShardSpec(2, "pipeline", (prof.num_layers - 1, 1)))

@@ -13,6 +13,12 @@ What is read from ``Model.shard``:
 * ``X.apply(f)`` (DeepSeek's per-head ``embed_q`` / ``unembed_out``): split along the head axis;
 * ``X = mx.contiguous(mx.split(X, N)[rank])``: a per-head vector split evenly;
 * ``X //= N``: a count divided by the group size (heads, KV heads);
+* ``X = X[a:b]`` (or an expression slicing ``X``) and ``X = Cls.from_x(X, group=group)``: a parameter cut to the
+  rank's heads or rebuilt for the group (gpt_oss sinks, a recurrence's conv weight / ``A_log``, a sharded
+  RMSNorm): split evenly;
+* locals: ``attn = layer.self_attn``; ``for attn in layer.self_attn`` (a module list: ``self_attn.*``);
+  ``for mlp in (moe.switch_mlp, moe.shared_experts)`` (each); ``g = self.model.gate_projections[i]`` (``.*``);
+* the module's own ``pipeline`` override, if any: how it assigns layers to ranks (``pipeline_split``);
 * a module whose ``shard`` only calls another module's ``Model.shard`` takes that module's plan (``via``).
 
 What follows from it, by projection *role* (never by model type), for the resident caches per rank:
@@ -34,27 +40,50 @@ from pathlib import Path
 KV_PROJECTIONS = {"k_proj", "v_proj", "kv_b_proj", "qkv_proj", "qkvg_proj", "wqkv", "query_key_value"}
 # Projections feeding a recurrent mixer's state (gated DeltaNet, Mamba).
 STATE_PROJECTIONS = {"in_proj_qkv", "in_proj_qkvz", "in_proj", "in_proj_z"}
+# Per-head parameters of a recurrence (decay, time step): cut to the rank's heads, the state is divided too.
+STATE_PARAMS = {"A_log", "dt_bias"}
 # Loop variables / locals the shard methods use for a layer or its parts: dropped from paths.
 _PREFIX_VARS = {"layer", "l", "block"}
 
 
-def _path(node: ast.AST, aliases: dict[str, str]) -> str:
+def _path(node: ast.AST, aliases: dict[str, list[str]]) -> list[str]:
+    """The plan paths ``node`` names: a local standing for several paths (``for mlp in (a, b)``) gives each."""
     s = ast.unparse(node)
     head, _, rest = s.partition(".")
     if head in aliases:
-        s = aliases[head] + ("." + rest if rest else "")
-    elif head in _PREFIX_VARS or head == "self":
-        s = rest
-    return s
+        return [a + ("." + rest if rest else "") for a in aliases[head]]
+    if head in _PREFIX_VARS or head == "self":
+        return [rest]
+    return [s]
 
 
-def _aliases(fn: ast.FunctionDef) -> dict[str, str]:
-    """Locals such as ``attn = layer.self_attn`` -> ``{"attn": "self_attn"}``."""
-    out: dict[str, str] = {}
+def _aliases(fn: ast.FunctionDef) -> dict[str, list[str]]:
+    """Locals such as ``attn = layer.self_attn`` -> ``{"attn": ["self_attn"]}``; a loop over a module list
+    (``for attn in layer.self_attn``) stands for its items (``self_attn.*``), a loop over a tuple of modules
+    (``for mlp in (moe.switch_mlp, moe.shared_experts)``) for each of them. A local assigned several times
+    stands for every value it takes."""
+    out: dict[str, list[str]] = {}
+
+    def add(name: str, paths: list[str]) -> None:
+        out.setdefault(name, [])
+        out[name] += [p for p in paths if p not in out[name]]
+
     for n in ast.walk(fn):
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
                 and isinstance(n.value, ast.Attribute):
-            out[n.targets[0].id] = _path(n.value, out)
+            add(n.targets[0].id, _path(n.value, out))
+        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
+                and isinstance(n.value, ast.Subscript) and isinstance(n.value.value, ast.Attribute):
+            # ``gate_proj = self.model.gate_projections[i]``: an item of a module list
+            add(n.targets[0].id, [q + ".*" for q in _path(n.value.value, out)])
+        elif isinstance(n, ast.For) and isinstance(n.target, ast.Name):
+            it = n.iter
+            if isinstance(it, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Attribute) for e in it.elts):
+                add(n.target.id, [q for e in it.elts for q in _path(e, out)])
+            elif isinstance(it, ast.Attribute):
+                paths = _path(it, out)
+                if paths != ["layers"] and not any(p.endswith(".layers") or p == "model.layers" for p in paths):
+                    add(n.target.id, [p + ".*" for p in paths])
     return out
 
 
@@ -99,19 +128,33 @@ def read_shard(fn: ast.FunctionDef) -> dict:
             f = n.func
             name = f.id if isinstance(f, ast.Name) else (f.attr if isinstance(f, ast.Attribute) else "")
             if name in ("shard_linear", "shard_inplace") and n.args:
-                p = _path(n.args[0], al)
+                ps = _path(n.args[0], al)
                 m = _mode(n)
                 if m == "custom" and len(n.args) > 1 and isinstance(n.args[1], ast.Name):
                     m = modevars.get(n.args[1].id, "custom")
-                {"all-to-sharded": a2s, "sharded-to-all": s2a}.get(m, custom).append(p)
+                {"all-to-sharded": a2s, "sharded-to-all": s2a}.get(m, custom).extend(ps)
             elif name == "apply" and isinstance(f, ast.Attribute):
-                heads.append(_path(f.value, al))
+                heads.extend(_path(f.value, al))
             elif name == "shard" and isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
                 delegates.append(f.value.id)
         elif isinstance(n, ast.AugAssign) and isinstance(n.op, ast.FloorDiv):
-            divided.append(_path(n.target, al))
+            divided.extend(_path(n.target, al))
         elif isinstance(n, ast.Assign) and len(n.targets) == 1 and "mx.split(" in ast.unparse(n.value):
-            heads.append(_path(n.targets[0], al))
+            heads.extend(_path(n.targets[0], al))
+        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Attribute):
+            # a parameter replaced by a slice of itself (gpt_oss ``sinks = sinks[h * R: h * (R + 1)]``, a conv
+            # weight or ``A_log`` cut to the rank's heads) or rebuilt from itself for the group
+            # (``ShardedRMSNorm.from_rms_norm(norm, group=group)``): split evenly
+            targets = _path(n.targets[0], al)
+            inner = [q for x in ast.walk(n.value) if isinstance(x, (ast.Attribute, ast.Name))
+                     for q in _path(x, al)]
+            sliced = any(isinstance(x, ast.Subscript) for x in ast.walk(n.value))
+            regrouped = isinstance(n.value, ast.Call) and any(k.arg == "group" for k in n.value.keywords) \
+                and not any(isinstance(x, ast.Call) and getattr(x.func, "id", getattr(x.func, "attr", ""))
+                            in ("shard_linear", "shard_inplace") for x in ast.walk(n.value))
+            for t in targets:
+                if t in inner and (sliced or regrouped):
+                    custom.append(t)
     uniq = lambda xs: sorted(set(xs))  # noqa: E731
     return {"all_to_sharded": uniq(a2s), "sharded_to_all": uniq(s2a), "custom": uniq(custom),
             "heads": uniq(heads), "divided": uniq(divided), "delegates": delegates}
@@ -158,6 +201,47 @@ def _exposes_pipeline(tree: ast.Module, pipeline_names: set[str]) -> bool:
     return False
 
 
+def _pipeline_fns(trees: dict[str, ast.Module], m: str, names: set[str]) -> list[ast.FunctionDef]:
+    """The ``pipeline`` methods the pipelined classes ``names`` of module ``m`` define themselves (a class
+    imported from another module is looked up there)."""
+    imps = _imports(trees[m])
+    out = []
+    for name in sorted(names):
+        tree = trees.get(imps.get(name, m), trees[m])
+        for n in tree.body:
+            if isinstance(n, ast.ClassDef) and n.name == name:
+                out += [b for b in n.body if isinstance(b, ast.FunctionDef) and b.name == "pipeline"]
+    return out
+
+
+def pipeline_split(fns: list[ast.FunctionDef]) -> str:
+    """How the module's ``pipeline(group[, split])`` assigns layers to ranks.
+
+    ``mixin``: ``PipelineMixin.pipeline`` (no override, or one that passes ``split`` through to it or to an
+    inner model's): an even split where the low ranks take the extra layers, or the given ``split``.
+    ``own_default``: an override that computes its own ``split`` when none is given, then calls the mixin
+    (bailing_hybrid: whole layer groups): an explicit split is the mixin's, the default is not.
+    ``extra_to_first_layers``: an override that does not call the mixin and gives the extra layers to the
+    segments of the first layers (the high ranks), with no ``split`` argument (kimi_k3).
+    ``own``: any other rule (not modelled: the estimator refuses it)."""
+    rule = "mixin"
+    for fn in fns:
+        src = ast.unparse(fn)
+        assigns_split = any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "split"
+                                                              for t in n.targets) for n in ast.walk(fn))
+        if "super().pipeline(" in src:
+            if assigns_split:
+                rule = "own_default"
+        elif ".pipeline(" in src and not assigns_split:
+            continue  # hands (group, split) to an inner model's pipeline
+        elif "self.pipeline_size - self.pipeline_rank - 1" in src.replace("(", "").replace(")", "") \
+                and "seg < extra" in src and len(fn.args.args) == 2:
+            rule = "extra_to_first_layers"
+        else:
+            return "own"
+    return rule
+
+
 def _parent_module(tree: ast.Module) -> str | None:
     """The module whose ``Model`` this one re-exports or subclasses, if any."""
     imps = _imports(tree)
@@ -186,7 +270,8 @@ def _caches(plan: dict) -> dict[str, str]:
     leaf = lambda p: p.rsplit(".", 1)[-1]  # noqa: E731
     split = plan["all_to_sharded"] + plan["custom"]
     att = "divided" if any(leaf(p) in KV_PROJECTIONS and "linear_attn" not in p for p in split) else "replicated"
-    st = "divided" if any(leaf(p) in STATE_PROJECTIONS for p in plan["all_to_sharded"]) else "replicated"
+    st = "divided" if any(leaf(p) in STATE_PROJECTIONS for p in plan["all_to_sharded"]) \
+        or any(leaf(p) in STATE_PARAMS for p in plan["custom"]) else "replicated"
     return {"attention": att, "latent": "replicated", "indexer": "replicated", "state": st}
 
 
@@ -203,6 +288,9 @@ def read_modules(models_dir: Path) -> dict[str, dict]:
         if m == "pipeline":
             continue
         entry: dict = {"pipeline": pipeline}
+        rule = pipeline_split(_pipeline_fns(trees, m, names)) if pipeline else "mixin"
+        if rule != "mixin":
+            entry["pipeline_split"] = rule
         if fn is not None:
             entry["_shard"] = read_shard(fn)
             entry["_imports"] = imps
@@ -229,6 +317,8 @@ def read_modules(models_dir: Path) -> dict[str, dict]:
                 t["via"] = via
             rec["tensor"] = t
         rec["pipeline"] = e["pipeline"]
+        if "pipeline_split" in e:
+            rec["pipeline_split"] = e["pipeline_split"]
         out[m] = rec
     # a Model that subclasses (glm_moe_dsa -> deepseek_v32) or re-exports (solar_open -> glm4_moe) another
     # module's Model inherits its plan; repeated until nothing changes, for chains

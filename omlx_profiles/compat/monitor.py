@@ -88,6 +88,7 @@ class MemoryMonitor(SeedMonitor):
         self._profile = None
         self._fast = None
         self._mono = None
+        self._cuda_transient = None  # peak.fast_cuda_prefix.CudaTransient (CUDA chunk transients), built on demand
         self._dtype_size: float = 2
         self._score_dtype_size: float = 2
         self._kv_bytes_per_token_override: float | None = None
@@ -135,6 +136,7 @@ class MemoryMonitor(SeedMonitor):
                                                       layer_scale)
         self._fast = FastPeak(profile, self._backend, self._mlx_version_for_tables(), kv_scale=self._kv_scale)
         self._mono = MonotonePeak(self._fast)
+        self._cuda_transient = None
 
     def _update_plain(self) -> None:
         self._plain = (self._fast is not None and self._store_scale == 1.0 and not self._ane_prefill_transient_bytes
@@ -376,7 +378,10 @@ class MemoryMonitor(SeedMonitor):
         old KV buffers it copies). Differs from oMLX (the SDPA score/output buffer of one layer): the
         executor's run-ahead keeps several layers' activations live, and the rows the chunk adds are in it
         (oMLX adds ``estimate_prompt_kv_bytes(n_tokens)`` on top: counted twice, the safe side). Without
-        model info: 0 (logged). Never negative."""
+        model info: 0 (logged). Never negative, never below the exact model of that call (after a prefix fed in
+        chunks of ``n_tokens``), non-decreasing in ``kv_len``: on CUDA, where the exact call falls at some longer
+        prefixes (graph commits move with the offset), a bound of every call of ``n_tokens`` queries up to that
+        offset (``peak.fast_cuda_prefix.CudaTransient``; the exact call where there is none: chunked attention)."""
         n = check_count("n_tokens", n_tokens, maximum=TOKENS)
         kv = check_count("kv_len", kv_len, maximum=TOKENS)
         if self._fast is None:
@@ -384,7 +389,18 @@ class MemoryMonitor(SeedMonitor):
         if n == 0:
             return 0
         try:
-            return self._fast.chunk_transient(n, kv)
+            f = self._fast
+            if f.exact_only and kv > n and f.routes.executor.graph_commit is not None:
+                t = self._cuda_transient
+                if t is None or t.fast is not f:
+                    from ..peak.fast_cuda_prefix import CudaTransient
+
+                    t = self._cuda_transient = CudaTransient(f)
+                v = t.bound(n, kv - n)
+                if v is not None:
+                    first = f.chunk_transient(n, n)  # a fresh cache's first call (the answer at kv_len <= n)
+                    return v if v > first else first
+            return f.chunk_transient(n, kv)
         except OmlxProfilesError as e:
             return self._unknown_peak("estimate_chunk_transient_bytes", e)
 

@@ -15,6 +15,7 @@ from ..kv.replay import STEP  # mlx-lm KVCache allocation step: max_tokens searc
 from ..peak.envelope import (CudaEnvelope, envelope_bounds, envelope_bounds_fresh, envelope_exact_fresh,
                              envelope_total, tight_upper)
 from ..peak.prefill import Breakdown, Request, Verdict, prefill_peak
+from ..peak import prefix_lines
 from ..peak.kernels import KernelRoutes
 from ..registry.profile import Profile, past_context, require_profile
 from ..units import MAX_BYTES, MAX_TOKENS, format_bytes
@@ -75,6 +76,7 @@ class Estimator:
         self._memo: dict = {}
         self._fast: dict = {}
         self._lines: dict = {}  # the envelope's shorter-call lines (peak.envelope.tight_upper)
+        self._qlines: dict = {}  # per-count lines after a prefix (peak.prefix_lines)
 
     # -- resident KV (exact) -----------------------------------------------------------------------
     def kv_report(self, tokens: int, *, schedule: str = "generate", chunk: int = 2048,
@@ -125,10 +127,14 @@ class Estimator:
             return v
 
         fp = self._fast_peak(request, backend, mlx_version, dtype, nax)
+        # after a prefix, a model whose fast path is the exact model only (a gated-DeltaNet on CPU): per-count lines
+        ql = self._query_lines(backend, mlx_version, dtype, nax) if fp is None and cached else None
 
         def upper(m: int, c: int):
             try:
-                return tight_upper(fp, m, chunk, c, self._lines) if fp is not None else None
+                if fp is not None:
+                    return tight_upper(fp, m, chunk, c, self._lines)
+                return prefix_lines.prefix_upper(ql, m, chunk, c, self._qlines) if ql is not None else None
             except (OmlxProfilesError, ArithmeticError):
                 return None
 
@@ -312,6 +318,24 @@ class Estimator:
             except OmlxProfilesError:
                 fp = False
             self._fast[fkey] = fp
+        return fp or None
+
+    def _query_lines(self, backend: str, mlx_version, dtype, nax):
+        """The exact-only ``FastPeak`` of a model ``peak.prefix_lines`` bounds after a prefix (a gated-DeltaNet on a
+        backend without graph commits), or ``None``."""
+        if not USE_FAST_BOUND:
+            return None
+        key = ("query_lines", backend, mlx_version, dtype, nax)
+        fp = self._fast.get(key)
+        if fp is None:
+            try:
+                from ..peak.fast import FastPeak
+
+                fp = FastPeak(self.profile, backend, mlx_version, dtype, nax)
+                fp = fp if prefix_lines.applies(fp) else False
+            except OmlxProfilesError:
+                fp = False
+            self._fast[key] = fp
         return fp or None
 
     def _cuda_fit(self, request: Request, backend: str, mlx_version, dtype, nax):

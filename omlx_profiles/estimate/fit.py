@@ -261,6 +261,20 @@ def basis_notes(breakdowns) -> list[str]:
     return out
 
 
+def _point(x: int, req: FitRequest) -> int:
+    """A chart point at or below ``x``: a multiple of the cache's 256-row step; on a backend that commits graphs
+    (CUDA) without a prefix, one token past a whole number of chunks instead (``k S + 1``): the reported total
+    there needs the bucket bounds of one offset (``peak.envelope.CudaEnvelope``: ``CU(k S)``), where a point
+    inside a block needs two (its own and the one before), at ~1 s each for a gated-DeltaNet's (the qwen3.5 chart
+    on CUDA: 46 offsets built for 24 points)."""
+    if req.cached == 0 and x > req.chunk:
+        from ..peak.kernels import KernelRoutes
+
+        if KernelRoutes.for_backend(req.backend_name, req.mlx_version).executor.graph_commit is not None:
+            return (x - 1) // req.chunk * req.chunk + 1
+    return x // STEP * STEP
+
+
 def series_for(res, weights, req: FitRequest, *, points: int, max_tokens: int, budget: int | None,
                reserve: int | None, seconds: float = CHART_SECONDS) -> Series:
     """The chart's curve for one model: weights / KV at the peak / transient at evenly spaced lengths.
@@ -279,7 +293,7 @@ def series_for(res, weights, req: FitRequest, *, points: int, max_tokens: int, b
     n = min(points, max(24, POINT_LAYERS // max(1, len(res.profile.layer_names))))
     top = max_tokens
     lo = req.cached + 1
-    xs = sorted({max(lo, (top * i // n) // STEP * STEP) for i in range(1, n + 1)} | {lo, top})
+    xs = sorted({max(lo, _point(top * i // n, req)) for i in range(1, n + 1)} | {lo, top})
     ws, kv, tr = [], [], []
     peaks = sample_points(xs, lambda t: est.prefill_peak(Request(t, cached=req.cached, chunk=req.chunk),
                                                          backend=req.backend_name, mlx_version=req.mlx_version),

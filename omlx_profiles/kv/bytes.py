@@ -14,9 +14,9 @@ from ..errors import InputError, UnsupportedError
 from ..registry.profile import CacheEntry, Profile
 from .replay import SCHEDULES, calls_for, chunked_rows, kv_capacity, kv_capacity_fast, rotating_rows
 from ..dtypes import DTYPE_BYTES, check_dtype
+from ..quantization import QUANT_BITS  # MLX's quantize bits: one list, for the KV and the weights
 from ..validation import check_count
 
-QUANT_BITS = (2, 3, 4, 5, 6, 8)
 DEFAULT_QUANTIZED_KV_START = 5000  # mlx_lm.generate.DEFAULT_QUANTIZED_KV_START
 
 

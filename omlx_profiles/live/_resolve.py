@@ -19,12 +19,10 @@ from typing import Any
 
 from mlx_lm.utils import _get_classes
 
+from ..mlxlm.facts import WRAPPER_KEYS  # the keys a VLM wrapper nests its text config under: one list
 from ..mlxlm.recipe_files import module_files
 from ..mlxlm.recipe_layout import layer_kind_names
 from ..mlxlm.recipes import reader_for, recipes
-
-#: Keys under which multimodal wrappers keep the language model's config.
-WRAPPER_KEYS = ("text_config", "language_config", "llm_config")
 
 
 def harness_remap() -> dict[str, str]:

@@ -199,17 +199,21 @@ def _moe(c: Ctx) -> None:
         if v is not None:
             k, wk = v, key
             break
-    if not n or not k or k > n:
+    if n and k and k > n:  # mlx-lm's top-k cannot pick more experts than there are
+        raise InputError(f"{c.r.where(wk)} = {k} is more than the {n} experts ({wn}): mlx-lm's top-k cannot pick them")
+    if not n or not k:
         return
-    moe: dict[str, Any] = {"num_experts": n, "experts_per_token": k}
+    # a wrong value is an error naming the key, never dropped (a 400-digit n_shared_experts was read as
+    # "no shared experts": a smaller peak; a 400-digit first_k_dense_replace made every layer dense)
     mi = _soft_int(c, "moe_intermediate_size")
+    sh = _soft_int(c, "n_shared_experts", zero_ok=True)
+    fk = _soft_int(c, "first_k_dense_replace", zero_ok=True)
+    moe: dict[str, Any] = {"num_experts": n, "experts_per_token": k}
     if mi:
         moe["moe_intermediate_size"] = mi
-    sh = c.r.raw("n_shared_experts", None)
-    if isinstance(sh, int) and not isinstance(sh, bool) and 0 <= sh <= MAX_DIM:
-        moe["shared_experts"] = sh
-    fk = c.r.raw("first_k_dense_replace", None)
-    if isinstance(fk, int) and not isinstance(fk, bool) and fk > 0:
+    if sh is not None or c.r.raw("n_shared_experts", None) == 0:
+        moe["shared_experts"] = sh or 0
+    if fk:
         moe["first_dense_layers"] = fk
     c.d.put("moe", moe, f"{c.r.where(wn)}, {wk}")
 

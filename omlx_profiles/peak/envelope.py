@@ -70,6 +70,7 @@ from bisect import bisect_left
 from typing import Callable
 
 from ..errors import OmlxProfilesError
+from . import prefix_lines
 from .kernels import _TILED_VERSION
 
 Total = Callable[[int, int], int]  # (new tokens, cached) -> held before + peak, for the chunk at hand
@@ -338,6 +339,7 @@ class MonotonePeak:
         self.fast = fast
         self._memo: dict[tuple[int, int, int], int] = {}
         self._lines: dict = {}  # tight_upper's shorter-call lines
+        self._qlines: dict = {}  # peak.prefix_lines' per-count lines (a model FastPeak answers exactly)
         self._gen = _TILED_VERSION[0]
         self._cuda: dict = {}  # chunk -> CudaEnvelope (CUDA), or False
         self._cuda_prefix: dict = {}  # chunk -> peak.fast_cuda_prefix.CudaPrefix (CUDA), or False
@@ -403,6 +405,8 @@ class MonotonePeak:
             return f.peak(m, chunk, c) + (f._prefix(c, chunk) if c else 0)
 
         upper = None if f.exact_only else (lambda m, c: tight_upper(f, m, chunk, c, self._lines))
+        if upper is None and cached and prefix_lines.applies(f):  # a gated-DeltaNet on CPU: per-count lines
+            upper = lambda m, c: prefix_lines.prefix_upper(f, m, chunk, c, self._qlines)  # noqa: E731
         cf = self._cuda_fit(chunk) if f.exact_only else None
         fresh = cf.fresh if cf else None
         cp = self._prefix_fit(chunk) if f.exact_only and cached else None

@@ -20,6 +20,8 @@ cumulated over the block (``cum_upper``, ``block_max``): a look-up, so ``fits`` 
 from __future__ import annotations
 
 import bisect
+import operator
+from itertools import chain
 
 import numpy as np
 
@@ -230,15 +232,27 @@ def _loose_sig(sig: tuple) -> tuple:
 
 def _sig(items: list) -> tuple:
     """The structure of a call's items (what must match for one call's sizes to bound another's). A call's
-    layers share their item objects (``items_of_call`` builds one list per layer type): each is read once."""
-    seen: dict[int, tuple] = {}
-    out = []
-    for it in items:
-        v = seen.get(id(it))
-        if v is None:
-            v = seen[id(it)] = _item_sig(it)
-        out.append(v)
-    return tuple(out)
+    layers share their item objects (``items_of_call`` builds one list per layer type): each is read once, and the
+    per-item loop runs in C (``map`` over ids): a GDN call has ~8,000 items and a block build reads ~60 calls.
+    Item structures are interned, so two calls' equal structures are the same objects and compare by identity."""
+    return tuple(map(_item_sigs(items).__getitem__, map(id, items)))
+
+
+#: Interned item structures (equal tuples -> one object); bounded, and only a speed-up: every comparison is ``==``.
+_INTERN: dict = {}
+
+
+def _item_sigs(items: list) -> dict:
+    """``{id(item): _item_sig(item)}`` for the distinct items of a call (interned)."""
+    uniq = dict(zip(map(id, items), items))
+    if len(_INTERN) >= 1 << 16:
+        _INTERN.clear()
+    intern = _INTERN.setdefault
+    out = {}
+    for k, it in uniq.items():
+        s = _item_sig(it)
+        out[k] = intern(s, s)
+    return out
 
 
 def _shape(items: list) -> tuple:
@@ -256,14 +270,11 @@ def _shape_of(sig: tuple) -> tuple:
     if v is None or v[0] is not sig:
         if len(_SHAPES_OF) >= 256:
             _SHAPES_OF.clear()
-        memo: dict = {}
-        out = []
-        for x in sig:
-            y = memo.get(x)
-            if y is None:
-                y = memo[x] = _loose_sig(x) if x[-1] else x
-            out.append(y)
-        v = _SHAPES_OF[id(sig)] = (sig, tuple(out))
+        memo = {}
+        for k, x in dict(zip(map(id, sig), sig)).items():
+            y = _loose_sig(x) if x[-1] else x
+            memo[k] = _INTERN.setdefault(y, y)
+        v = _SHAPES_OF[id(sig)] = (sig, tuple(map(memo.__getitem__, map(id, sig))))
     return v[1]
 
 
@@ -274,58 +285,105 @@ class _Ops:
     layers share their item objects, so each distinct item is read once."""
 
     __slots__ = ("sig", "byts", "outs", "carries", "per_node", "per_el", "per_byte", "owner", "carried", "m",
-                 "counts", "special", "nodes")
+                 "counts", "special", "nodes", "_memo")
 
     def __init__(self, items: list, act: int, light: bool = False):
         """``light``: the structure, nodes and input elements only (where a caller needs no window:
         ``peak.fast_cuda_prefix``'s fewest-elements calls)."""
         from .executor import split_ops
 
+        self._memo: dict = {}  # arrays that depend on these items alone (``cached``)
         a = max(act, 1)
-        seen: dict[int, tuple] = {}
+        # one row per DISTINCT item (a call's layers share their item objects), then every per-item array by an
+        # index over the call's items: the per-item loops run in C (``map``), the values are the same
+        ids = list(map(id, items))
+        uniq = dict(zip(ids, items))
+        where = {k: i for i, k in enumerate(uniq)}
+        inv = np.fromiter(map(where.__getitem__, ids), dtype=np.int64, count=len(ids))
+        sigs = _item_sigs(items)
         rows = []
-        for it in items:
-            r = seen.get(id(it))
-            if r is None:
-                n = max(1, it.ops)
-                e = it.elems
-                special = bool((it.op_bytes and len(it.op_bytes) == n and n > 1) or (isinstance(e, tuple) and len(e) == n))
-                r = seen[id(it)] = (it.bytes, it.bytes if it.out < 0 else it.out, it.carry, n,
-                                    (it.nodes if it.nodes >= 0 else it.ops) / n, 0.0 if special else (e or it.bytes // a) / n,
-                                    special, _item_sig(it), None if light else split_ops([it]))
-            rows.append(r)
-        self.sig = tuple(r[7] for r in rows)
-        counts = np.array([r[3] for r in rows], dtype=np.int64)
+        for k, it in uniq.items():
+            n = max(1, it.ops)
+            e = it.elems
+            special = bool((it.op_bytes and len(it.op_bytes) == n and n > 1) or (isinstance(e, tuple) and len(e) == n))
+            rows.append((it.bytes, it.bytes if it.out < 0 else it.out, it.carry, n,
+                         (it.nodes if it.nodes >= 0 else it.ops) / n, 0.0 if special else (e or it.bytes // a) / n,
+                         special, sigs[k], None if light else split_ops([it])))
+        self.sig = tuple(map(sigs.__getitem__, ids))
+
+        def col(i, dtype):
+            return np.array([r[i] for r in rows], dtype=dtype)[inv]
+
+        counts = col(3, np.int64)
         if not light:
-            self.byts = np.array([r[0] for r in rows], dtype=np.float64)
-            self.outs = np.array([r[1] for r in rows], dtype=np.float64)
-            self.carries = np.array([r[2] for r in rows], dtype=np.float64)
+            self.byts = col(0, np.float64)
+            self.outs = col(1, np.float64)
+            self.carries = col(2, np.float64)
         self.counts = counts
-        self.special = np.array([r[6] for r in rows], dtype=bool)
-        self.nodes = np.array([r[4] * r[3] for r in rows], dtype=np.float64)
-        self.per_node = np.repeat(np.array([r[4] for r in rows], dtype=np.float64), counts)
-        self.per_el = np.repeat(np.array([r[5] for r in rows], dtype=np.float64), counts)
+        self.special = col(6, bool)
+        per_node = col(4, np.float64)
+        self.nodes = per_node * counts
+        self.per_node = np.repeat(per_node, counts)
+        self.per_el = np.repeat(col(5, np.float64), counts)
         if any(r[6] for r in rows):
             starts = np.concatenate(([0], np.cumsum(counts)))
-            for idx, r in enumerate(rows):
-                if not r[6]:
-                    continue
-                it, n = items[idx], r[3]
-                e = it.elems
-                if it.op_bytes and len(it.op_bytes) == n and n > 1:
-                    el = e if isinstance(e, tuple) and len(e) == n else ((e or 0) // n,) * n
-                    vals = [x if x else b // a for x, b in zip(el, it.op_bytes)]
-                else:
-                    vals = e
+            vals_of: dict[int, list] = {}  # per distinct item: its ops' input elements
+            for idx in np.flatnonzero(self.special).tolist():
+                it = items[idx]
+                vals = vals_of.get(id(it))
+                if vals is None:
+                    n = int(counts[idx])
+                    e = it.elems
+                    if it.op_bytes and len(it.op_bytes) == n and n > 1:
+                        el = e if isinstance(e, tuple) and len(e) == n else ((e or 0) // n,) * n
+                        vals = [x if x else b // a for x, b in zip(el, it.op_bytes)]
+                    else:
+                        vals = e
+                    vals = vals_of[id(it)] = np.asarray(vals, dtype=np.float64)
                 self.per_el[starts[idx]:starts[idx + 1]] = vals
         if light:
             return
-        split = [x for r in rows for x in r[8]]
-        ops = np.array([max(1, it.ops) for it in split], dtype=np.int64)
-        self.per_byte = np.repeat(np.array([it.bytes for it in split], dtype=np.float64) / ops, ops)
+        parts = [r[8] for r in rows]
+        invl = inv.tolist()
+        split = list(chain.from_iterable(map(parts.__getitem__, invl)))
+        # per distinct item, its split items' op counts and bytes per op (the same division, element by element)
+        p_ops = np.array([max(1, it.ops) for q in parts for it in q], dtype=np.int64)
+        p_bpo = np.array([it.bytes for q in parts for it in q], dtype=np.float64) / p_ops
+        # the split items of every item in call order, as indices into the distinct items' split items
+        p_len = np.array([len(q) for q in parts], dtype=np.int64)
+        p_start = np.concatenate(([0], np.cumsum(p_len)))[:-1]
+        lens = p_len[inv]
+        first = np.repeat(p_start[inv] - (np.cumsum(lens) - lens), lens)
+        flat = first + np.arange(int(lens.sum()))
+        ops, bpo = p_ops[flat], p_bpo[flat]
+        self.per_byte = np.repeat(bpo, ops)
         self.m = len(split)
         self.owner = np.repeat(np.arange(self.m), ops)  # the split item a window starting at each op is in
         self.carried = np.array(carried_per_item(split))
+
+    def cached(self, name: str):
+        """An array of these items alone, built once (a bucket's top is bounded, embedded and split from more
+        than once): ``upto`` (cumulative bytes from op 0), ``node_cum`` (cumulative nodes), ``carried_op`` (the
+        carried bytes into a window starting at each op), ``item`` / ``local`` (each op's item, and its index there)."""
+        v = self._memo.get(name)
+        if v is None:
+            if name == "upto":
+                v = np.concatenate(([0.0], np.cumsum(self.per_byte)))
+            elif name == "node_cum":
+                v = np.concatenate(([0.0], np.cumsum(self.per_node)))
+            elif name == "el_cum":
+                v = np.concatenate(([0.0], np.cumsum(self.per_el)))
+            elif name == "carried_op":
+                v = self.carried[self.owner]
+            elif name == "item":
+                v = np.repeat(np.arange(len(self.counts)), self.counts)
+            elif name == "local":
+                starts = np.concatenate(([0], np.cumsum(self.counts)))[:-1]
+                v = np.arange(int(self.counts.sum())) - starts[self.cached("item")]
+            else:
+                raise KeyError(name)
+            self._memo[name] = v
+        return v
 
     def below(self, b: "_Ops") -> bool:
         """Same structure, and every size here at most ``b``'s (then ``b`` bounds every call between them)."""
@@ -357,14 +415,13 @@ class _Ops:
         ca, cb = self.counts, b.counts
         if _shape_of(sa) != _shape_of(sb):
             return None
-        diff = np.fromiter((x != y for x, y in zip(sa, sb)), dtype=bool, count=len(sa))
+        diff = np.fromiter(map(operator.ne, sa, sb), dtype=bool, count=len(sa))  # interned: mostly identity
         if np.any(diff & (self.special | b.special)) or np.any(ca > cb) or np.any(self.nodes > b.nodes + 1e-9):
             return None
         d = cb - ca
         starts_a = np.concatenate(([0], np.cumsum(ca)))[:-1]
-        starts_b = np.concatenate(([0], np.cumsum(cb)))[:-1]
-        item = np.repeat(np.arange(len(cb)), cb)
-        local = np.arange(int(cb.sum())) - starts_b[item]
+        item = b.cached("item")
+        local = b.cached("local")
         mask = local >= d[item]
         ai = np.where(mask, starts_a[item] + local - d[item], 0)
         same = ~diff[item]  # ops of items with one structure: this call's values at most b's, as ``below``
@@ -409,22 +466,29 @@ def free_graph_window(items: list, max_nodes: int, max_mega_elements: int, infli
     o = ops or _Ops(items, act)
     per_el = o.per_el if op_elems is None else op_elems
     total = int(o.per_node.size)
-    node_cum = np.concatenate(([0.0], np.cumsum(o.per_node if op_nodes is None else op_nodes)))
-    el_cum = np.concatenate(([0.0], np.cumsum(per_el)))
-    upto = np.concatenate(([0.0], np.cumsum(o.per_byte)))
+    node_cum = o.cached("node_cum") if op_nodes is None else np.concatenate(([0.0], np.cumsum(op_nodes)))
+    el_cum = o.cached("el_cum") if op_elems is None else np.concatenate(([0.0], np.cumsum(per_el)))
+    upto = o.cached("upto")
     node_lim = max_nodes + 1 + 1e-6
     el_lim = float((max_mega_elements + 1) << 20) * (1 + 1e-9)
-    x = np.arange(total)
     # the first op end y > x whose graph from x reaches either limit (searchsorted: the first y with cum >= target)
     yn = np.searchsorted(node_cum, node_cum[:-1] + node_lim, side="left")
     ye = np.searchsorted(el_cum, el_cum[:-1] + el_lim, side="left")
     G = np.minimum(np.minimum(yn, ye), total)
-    G = np.maximum(G, x + 1)
+    G = np.maximum(G, np.arange(1, total + 1))
     G = np.append(G, total)
-    ends = G[:-1]
-    for _ in range(inflight):
-        ends = G[ends]
-    best = float(np.max(upto[ends] - upto[:-1] + o.carried[o.owner])) if total else 0.0
+    # the end of the ``inflight + 1``-th graph from every op: G applied inflight + 1 times, by squaring (integer
+    # compositions of one map: the same positions as applying it one at a time, in ~log2 of the gathers)
+    ends, e, P = None, inflight + 1, G
+    while True:
+        if e & 1:
+            ends = P if ends is None else P[ends]
+        e >>= 1
+        if not e:
+            break
+        P = P[P]
+    ends = ends[:-1]
+    best = float(np.max(upto[ends] - upto[:-1] + o.cached("carried_op"))) if total else 0.0
     # float sums of up to ~1e6 ops: a relative hair on top, and 1 B per item for the terms' rounding
     return int((best + slack) * (1 + 1e-12)) + 1 + o.m
 
@@ -450,8 +514,8 @@ def chain_graph_window(items: list, max_nodes: int, max_mega_elements: int, infl
         return 0
     o = ops or _Ops(items, act)
     total = int(o.per_node.size)
-    node_cum = np.concatenate(([0.0], np.cumsum(o.per_node)))
-    upto = np.concatenate(([0.0], np.cumsum(o.per_byte)))
+    node_cum = o.cached("node_cum")
+    upto = o.cached("upto")
     el_lim = float((max_mega_elements + 1) << 20)
 
     # ``graph_ends`` ends a graph once its running sums reach max_nodes + 1 - 1e-9 nodes or el_lim elements, jumping
@@ -476,7 +540,7 @@ def chain_graph_window(items: list, max_nodes: int, max_mega_elements: int, infl
         return np.append(G, total)
 
     g_lo, g_hi = ends(o.per_el, False), ends(op_elems, True)
-    cmax = o.carried[o.owner]
+    cmax = o.cached("carried_op")
     L, H = [0], [0]
     while L[-1] < total:
         L.append(int(g_lo[L[-1]]))
@@ -514,8 +578,8 @@ def whole_call_window(items: list, max_nodes: int, max_mega_elements: int, infli
         return None
     o = ops or _Ops(items, act)
     total = int(o.per_node.size)
-    node_cum = np.concatenate(([0.0], np.cumsum(o.per_node)))
-    el_cum = np.concatenate(([0.0], np.cumsum(o.per_el)))
+    node_cum = o.cached("node_cum")
+    el_cum = o.cached("el_cum")
     tol_n = 8 * float(np.spacing(max(node_cum[-1], 1.0))) + 1e-12
     el_lim = float((max_mega_elements + 1) << 20)
     tol_e = 8 * float(np.spacing(max(el_cum[-1], el_lim)))
@@ -619,11 +683,20 @@ class CudaFit:
 
     # -- the full calls ---------------------------------------------------------------------------------
     def _extend(self, k: int) -> None:
+        if len(self.F) >= k:
+            return
+        if k > MAX_CALLS:
+            raise UnsupportedError(f"more than {MAX_CALLS} prefill calls")
+        # the full calls' exact totals are the raw replay's own table (``full_call_totals``, one per model variant:
+        # a call's total is the larger of its variants'), not a second walk of the same calls' graph windows: an
+        # estimate walked every full call twice, once for the replay and once here (session 10's profile: a CUDA
+        # ``--chunk 1`` estimate spent half its time in each); this walk only steps the caches, for the snapshots
+        profile, routes, chunk, dtype, nax, kv_scale, worst = self._args
+        tabs = [full_call_totals(profile, routes, chunk, dtype, nax, kv_scale, w, [], k) for w in self.walk.variants]
         while len(self.F) < k:
             j = len(self.F)
-            if j >= MAX_CALLS:
-                raise UnsupportedError(f"more than {MAX_CALLS} prefill calls")
-            f = self.walk.step(self.c, evaluate=True)[0]
+            f = max(t[j] for t in tabs)
+            self.walk.step(self.c, evaluate=False)
             self.F.append(f)
             self.FM.append(f if j == 0 or f > self.FM[-1] else self.FM[-1])
             self.snaps.append(self.walk.clone())

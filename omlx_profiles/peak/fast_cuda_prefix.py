@@ -88,15 +88,19 @@ class CudaPrefix:
     offset. ``upper(new, cached)`` is ``U(n, c)``."""
 
     def __init__(self, profile: Profile, routes: KernelRoutes, chunk: int, dtype: str | None = None,
-                 nax: bool = False, kv_scale: float = 1.0, worst: str | None = None):
+                 nax: bool = False, kv_scale: float = 1.0, worst: str | None = None, exact_q: bool = False):
         validate_profile(profile)
         kinds = {e.kind for lt in profile.layer_types.values() for e in lt.entries}
         if "chunked" in kinds:
             raise UnsupportedError("chunked attention: no CUDA prefix bound")
-        if "state" in kinds:
+        if "state" in kinds and not exact_q:
             # a recurrent layer's items change structure with the query count (gated-DeltaNet spans, conv views):
-            # cells hold for qwen3.5 at chunk 52, but cost about a minute to build -- not done (the exact envelope)
+            # cells hold for qwen3.5 at chunk 52, but cost about a minute to build -- not done (the exact envelope).
+            # A table of ONE query count (``exact_q``) has no query buckets to split: it is built
             raise UnsupportedError("recurrent state: no CUDA prefix bound")
+        #: ``exact_q``: the table bounds calls of exactly ``chunk`` queries (and the last token after one), not of
+        #: every count up to it: one bucket, no split by query count (``transient_bound``: one chunk's transient)
+        self.exact_q = exact_q
         self.p = profile
         self.kr = routes
         self.S = chunk
@@ -119,10 +123,13 @@ class CudaPrefix:
         self.gc = gc
         self.run_ahead = run_ahead_ops(self.kr) if self.worst else None
         self.failed = False
-        try:
-            self.tops = self._split_tops(self.model.q_tops(self.S))
-        except _NoBound:
-            self.tops, self.failed = [self.S], True
+        if self.exact_q:
+            self.tops = [self.S]
+        else:
+            try:
+                self.tops = self._split_tops(self.model.q_tops(self.S))
+            except _NoBound:
+                self.tops, self.failed = [self.S], True
         # Hbase(o) = o * rb: the bytes one more row of every growing cache holds (all layers, KV width applied)
         rb_kv = rb_other = 0
         for name, lt in self.p.layer_types.items():
@@ -140,7 +147,7 @@ class CudaPrefix:
         # after a one-token prefix end at most a window, after a chunk window - 1 + S), as ``peak.fast`` does
         S = self.S
         self.ltops = sorted({1, S} | {4 ** j for j in range(1, 8) if 4 ** j < S}) if any(
-            g[0] == "sliding" for g in self.groups) else [S]
+            g[0] == "sliding" for g in self.groups) and not self.exact_q else [S]
         # cells: offset ranges [bounds[j], bounds[j + 1] - 1]; per range the cumulative bound per query bucket
         # (cum[j][i]) and of the last token (cuml[j])
         self.bounds: list[int] = [1]
@@ -369,7 +376,7 @@ class CudaPrefix:
         vals = []
         prev = 0
         for Q in self.tops:
-            v = self._cell(prev + 1, Q, o_lo, o_hi, False)
+            v = self._cell(Q if self.exact_q else prev + 1, Q, o_lo, o_hi, False)
             if v is None:
                 return None
             vals.append(v)
@@ -377,7 +384,7 @@ class CudaPrefix:
         vl = []
         prev = 0
         for P in self.ltops:
-            v = self._cell(prev + 1, P, o_lo, o_hi, True)
+            v = self._cell(P if self.exact_q else prev + 1, P, o_lo, o_hi, True)
             if v is None:
                 return None
             vl.append(v)
@@ -501,3 +508,70 @@ def cuda_prefix_for(profile: Profile, backend: str, mlx_version: str | None, dty
         return CudaPrefix(profile, kr, chunk, dtype, nax, kv_scale, None if b.kind == MEASURED else (b.worst or b.kind))
     except UnsupportedError:
         return None
+
+
+def transient_bound(cp: CudaPrefix, n: int, cached: int) -> int | None:
+    """One chunk's transient on CUDA, monotone in ``cached``: a bound of what a call of ``n`` queries at offset
+    ``cached`` (after a prefix fed in chunks of at most ``cp.S >= n``), and the last token after it, allocate
+    beyond the caches held before (``prefill_peak(...).peak_bytes`` of ``n + 1`` new tokens in chunks of ``n``),
+    or ``None`` where ``cp`` has no bound. Why not the exact call: graph commits move with the offset, so the
+    exact transient falls at some longer prefixes (the facade's ``estimate_chunk_transient_bytes`` answered it
+    until session 11). The call's ``B(n, c)`` and the last token's ``BL(c + n)`` less ``Hbase(c)`` (the growing
+    caches' rows at the offset, at most what the prefix holds): each a cumulative cell bound (non-decreasing in
+    ``c``); the last token's ``Hbase(c + n) - Hbase(c)`` is charged as its largest, ``n`` rows and 2 bytes of
+    rounding, so the answer does not wobble by a byte with ``c``."""
+    cp._check_gen()
+    if cp.exact_q and n != cp.S or n > cp.S:
+        raise ValueError(f"a table of chunk {cp.S} (exact_q {cp.exact_q}) does not bound a call of {n} queries")
+    try:
+        last = cached + n
+        if cp.bounds[-1] <= last:
+            cp._extend(last)
+        b = cp.bounds
+        v = cp.cum[bisect.bisect_right(b, cached) - 1][bisect.bisect_left(cp.tops, n)]
+        w = cp.cuml[bisect.bisect_right(b, last) - 1][bisect.bisect_left(cp.ltops, n)] + int(n * cp.rb) + 2
+        return v if v > w else w
+    except _NoBound:
+        return None
+
+
+class CudaTransient:
+    """The facade's CUDA chunk transient (``estimate_chunk_transient_bytes``) for one ``peak.fast.FastPeak``: one
+    ``CudaPrefix`` of exactly ``n`` queries per chunk size asked (``exact_q``: one bucket, so a gated-DeltaNet's
+    query-count splits do not arise), its cells built to the largest offset asked. Tables kept: ``KEEP`` chunk
+    sizes (an engine's throttle asks a few); the cost of a new one is the cells to its offset (tenths of a second
+    for a dense model to 1M; a gated-DeltaNet at n = 4096: tens of seconds to 1M, its graph windows)."""
+
+    KEEP = 32
+
+    def __init__(self, fast):
+        self.fast = fast
+        self._tables: dict[int, CudaPrefix | bool] = {}
+        self._worst: str | None | bool = False
+
+    def bound(self, n: int, cached: int) -> int | None:
+        """``transient_bound`` of ``n`` queries after ``cached`` (a prefix fed in chunks of ``n``), or ``None``: no
+        bound for this profile (another backend, chunked attention, an unknown peak, a structure that changes
+        inside a cell too often)."""
+        cp = self._tables.get(n)
+        if cp is None:
+            cp = self._tables[n] = self._table(n)
+            if len(self._tables) > self.KEEP:
+                del self._tables[next(iter(self._tables))]
+        if cp is False:
+            return None
+        return transient_bound(cp, n, cached)
+
+    def _table(self, n: int) -> CudaPrefix | bool:
+        f = self.fast
+        if f.routes.executor.graph_commit is None or f._unknown:
+            return False
+        if self._worst is False:
+            from .basis import MEASURED, basis_for
+
+            b = basis_for(f.profile, f.routes)
+            self._worst = None if b.kind == MEASURED else (b.worst or b.kind)
+        try:
+            return CudaPrefix(f.profile, f.routes, n, f.dtype, f.nax, f.kv_scale, self._worst, exact_q=True)
+        except UnsupportedError:
+            return False

@@ -11,7 +11,8 @@ from pydantic import Field
 
 from .family import Strict
 
-Path_ = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$", max_length=200)]
+# ``*`` stands for any item of a module list (``self_attn.*.q_proj``: every attention of a layer's list)
+Path_ = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.*]*$", max_length=200)]
 Module = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_]*$", max_length=80)]
 Share = Literal["divided", "replicated"]
 
@@ -43,6 +44,11 @@ class TensorPlan(Strict):
 class ModulePlan(Strict):
     tensor: TensorPlan | None = Field(None, description="absent: the module has no Model.shard")
     pipeline: bool = Field(description="model.model.pipeline(group) exists (PipelineMixin)")
+    pipeline_split: Literal["mixin", "own_default", "extra_to_first_layers", "own"] = Field(
+        "mixin", description="how pipeline() assigns layers to ranks: mixin = PipelineMixin's (even, the low ranks "
+                             "take the extra layers, or the given split); own_default = its own default, the "
+                             "mixin's for a given split; extra_to_first_layers = even, the high ranks (first "
+                             "layers) take the extra, no split argument; own = another rule (not modelled)")
 
 
 class ShardingFile(Strict):

@@ -8,7 +8,9 @@ narrower projections (tensor), so the exact KV arithmetic (``kv.kv_report``) and
 * pipeline (``PipelineMixin.pipeline``, mlx-lm 0.32.2): ``split[r]`` layers per rank, by default an even
   split where the low ranks take the extra layers; rank ``r`` runs the layers *after* those of ranks
   ``r+1 .. N-1``, so rank 0 runs the last layers. Caches exist only for the rank's layers
-  (``Model.layers`` is ``pipeline_layers``).
+  (``Model.layers`` is ``pipeline_layers``). A module whose ``pipeline`` has a rule of its own says so in
+  the plan (``pipeline_split``): the high ranks take the extra layers (``extra_to_first_layers``), or its
+  default is its own and only an explicit split is modelled (``own_default``), or it is refused (``own``).
 * tensor (``Model.shard``): heads, KV heads (where the K/V projections split), MLP and expert widths,
   recurrent states (where the mixer's input splits) and the vocabulary (where ``lm_head`` splits) are
   divided by N; every other cache (the MLA latent, the DSA indexer) is held whole by every rank.
@@ -60,8 +62,27 @@ class RankView:
     profile: Profile
 
 
-def pipeline_ranges(num_layers: int, ranks: int, split: tuple[int, ...] | None = None) -> list[tuple[int, int]]:
-    """``[start, end)`` of the layers each rank runs, exactly as ``PipelineMixin.pipeline`` computes them."""
+def pipeline_ranges(num_layers: int, ranks: int, split: tuple[int, ...] | None = None, rule: str = "mixin",
+                    module: str = "") -> list[tuple[int, int]]:
+    """``[start, end)`` of the layers each rank runs, exactly as the module's ``pipeline`` computes them
+    (``rule``: the plan's ``pipeline_split``; ``PipelineMixin.pipeline`` for most modules)."""
+    who = f"mlx-lm module {module!r}" if module else "this module"
+    if rule == "own" or (rule == "own_default" and split is None):
+        how = "any split" if rule == "own" else "its default split (not PipelineMixin's even one)"
+        extra = "" if rule == "own" else "; pass --split with the layers per rank (rank 0 first)"
+        raise UnsupportedError(f"{who} computes {how} by a rule of its own that is not modelled{extra}")
+    if rule == "extra_to_first_layers":
+        if split is not None:
+            raise UnsupportedError(f"{who}'s pipeline() takes no split (--split)")
+        if ranks > num_layers:
+            raise InputError(f"{ranks} pipeline ranks for {num_layers} layers: every rank needs at least one layer")
+        base, extra = divmod(num_layers, ranks)
+        out = []
+        for r in range(ranks):
+            seg = ranks - r - 1  # rank 0 runs the last segment; the first segments take the extra layers
+            start = seg * base + min(seg, extra)
+            out.append((start, start + base + (1 if seg < extra else 0)))
+        return out
     if split is None:
         if ranks > num_layers:
             raise InputError(f"{ranks} pipeline ranks for {num_layers} layers: every rank needs at least one layer")
@@ -83,8 +104,9 @@ def rank_profiles(profile: Profile, spec: ShardSpec, plan: ShardingFile | None =
     """Per-rank profiles for ``spec`` (raises ``UnsupportedError`` when mlx-lm cannot shard it that way)."""
     mp = plan_for(profile.mlx_model_type, spec.parallel, plan)
     if spec.parallel == "pipeline":
-        return [RankView(r, s, e, _layer_slice(profile, s, e, r, spec.ranks))
-                for r, (s, e) in enumerate(pipeline_ranges(profile.num_layers, spec.ranks, spec.split))]
+        ranges = pipeline_ranges(profile.num_layers, spec.ranks, spec.split, mp.pipeline_split,
+                                 profile.mlx_model_type)
+        return [RankView(r, s, e, _layer_slice(profile, s, e, r, spec.ranks)) for r, (s, e) in enumerate(ranges)]
     tp = _tensor_profile(profile, mp.tensor, spec.ranks)
     return [RankView(r, 0, profile.num_layers, tp) for r in range(spec.ranks)]
 

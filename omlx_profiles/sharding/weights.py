@@ -50,8 +50,13 @@ def _module_and_param(name: str) -> tuple[str, str]:
     return (mod, param) if param in _PARAM else (name, "")
 
 
+def _pattern(p: str) -> re.Pattern:
+    # a plan path names a module under a decoder layer; ``*`` is any item of a module list
+    return re.compile(r"(?:^|\.)" + re.escape(p).replace(r"\*", r"\d+") + "$")
+
+
 def _matches(module: str, paths: list[str]) -> bool:
-    return any(module == p or module.endswith("." + p) for p in paths)
+    return any(module == p or module.endswith("." + p) or ("*" in p and _pattern(p).search(module)) for p in paths)
 
 
 def _tensor_share(name: str, shape: tuple[int, ...], nbytes: int, tp: TensorPlan, n: int) -> int:
@@ -63,7 +68,7 @@ def _tensor_share(name: str, shape: tuple[int, ...], nbytes: int, tp: TensorPlan
         axis = -1
     elif _matches(mod, tp.all_to_sharded) or (tp.vocab == "sharded" and mod.rsplit(".", 1)[-1] == "lm_head"):
         axis = -1 if param == "bias" else max(len(shape) - 2, 0)
-    elif _matches(mod, tp.heads) or _matches(name, tp.heads) or _matches(mod, tp.custom):
+    elif _matches(mod, tp.heads) or _matches(name, tp.heads) or _matches(mod, tp.custom) or _matches(name, tp.custom):
         axis = 0
     else:
         return nbytes

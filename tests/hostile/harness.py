@@ -109,3 +109,35 @@ def assert_clean_failure(r: Result, codes, *fragments: str, where: str | None = 
 def assert_nothing_written(directory: Path, before: set[str]) -> None:
     after = {p.name for p in directory.iterdir()}
     assert after == before, f"files appeared: {sorted(after - before)}"
+
+
+def model_dir(root: Path, name: str = "m", config: dict | None = None) -> Path:
+    """A model directory ``root/name`` holding ``config`` as its config.json (none when ``config`` is None)."""
+    import json
+
+    d = root / name
+    d.mkdir(parents=True, exist_ok=True)
+    if config is not None:
+        (d / "config.json").write_text(json.dumps(config))
+    return d
+
+
+def refusal_problems(calls, allowed=None, cpu: float | None = None) -> list[str]:
+    """For ``(label, call)`` pairs that must each be refused: what was answered, refused with an exception
+    that is not one of ``allowed`` (default: the typed ``OmlxProfilesError``), or took more than ``cpu``
+    seconds of CPU. Empty when every call was refused as it should be."""
+    if allowed is None:
+        from omlx_profiles.errors import OmlxProfilesError as allowed
+    bad = []
+    for label, call in calls:
+        t0 = time.process_time()
+        try:
+            call()
+            bad.append(f"{label}: answered")
+        except allowed:
+            pass
+        except Exception as e:  # noqa: BLE001 - what the judge is about
+            bad.append(f"{label}: {type(e).__name__}: {e}")
+        if cpu is not None and time.process_time() - t0 > cpu:
+            bad.append(f"{label}: {time.process_time() - t0:.1f} s")
+    return bad

@@ -25,18 +25,14 @@ an answer with no negative byte count". Groups, each a different angle than sess
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
-import stat
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from tests.hostile.sweep_fourth import CONFIGS, DUMP, REPO, judge, report, run
+from tests.hostile.sweep_common import CONFIGS, DUMP, REPO, in_groups, judge, report, report_calls
 
 QWEN = json.loads((CONFIGS / "qwen3-8b.json").read_text())
 MODEL = "qwen3-8b"
@@ -456,82 +452,25 @@ def facade_calls():
     return calls
 
 
-def report_calls(group: str, calls, allowed) -> int:
-    import signal
-
-    from tests.hostile.sweep_fourth import Timeout
-
-    n = found = 0
-    for label, fn in calls:
-        n += 1
-        bad = []
-
-        def on_prof(signum, frame):
-            raise Timeout()
-
-        old = signal.signal(signal.SIGPROF, on_prof)
-        signal.setitimer(signal.ITIMER_PROF, 5.0)
-        t0 = time.process_time()
-        out = None
-        try:
-            with contextlib.redirect_stderr(io.StringIO()):
-                out = fn()
-        except Timeout:
-            bad.append("HANG > 5 s")
-        except allowed:
-            pass
-        except BaseException as e:  # noqa: BLE001
-            bad.append(f"UNTYPED {type(e).__name__}: {str(e)[:150]}")
-        finally:
-            signal.setitimer(signal.ITIMER_PROF, 0)
-            signal.signal(signal.SIGPROF, old)
-        cpu = time.process_time() - t0
-        if isinstance(out, (int, float)) and not isinstance(out, bool) and out < 0:
-            bad.append(f"NEGATIVE {out}")
-        if cpu > 2.0 and not any(b.startswith("HANG") for b in bad):
-            bad.append(f"SLOW {cpu:.1f}s")
-        if bad:
-            found += 1
-            print(f"[{group}] {label}: {'; '.join(bad)}", flush=True)
-    print(f"== {group}: {n} cases, {found} misbehaving", flush=True)
-    return found
-
-
 GROUPS = ("files", "interplay", "context", "outputs", "terminal", "ids", "env", "api", "facade")
 
 
 def main(argv: list[str]) -> int:
     from omlx_profiles.errors import OmlxProfilesError
 
-    groups = argv or list(GROUPS)
-    total = 0
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        old = os.getcwd()
-        os.chdir(root)
-        try:
-            for g in groups:
-                sub = root / g
-                sub.mkdir()
-                if g == "env":
-                    total += report_env(sub)
-                elif g == "api":
-                    total += report_calls(g, api_calls(), OmlxProfilesError)
-                elif g == "facade":
-                    total += report_calls(g, facade_calls(), (OmlxProfilesError, ValueError, TypeError))
-                elif g == "ids":
-                    total += report(g, id_cases())
-                else:
-                    make = {"files": file_cases, "interplay": interplay_cases, "context": context_cases,
-                            "outputs": output_cases, "terminal": terminal_cases}[g]
-                    total += report(g, make(sub))
-        finally:
-            os.chdir(old)
-            for p in Path(tmp).rglob("*"):  # chmod back so the temporary directory can be removed
-                with contextlib.suppress(OSError):
-                    if not p.is_symlink():
-                        p.chmod(stat.S_IRWXU)
-    return 1 if total else 0
+    makers = {"files": file_cases, "interplay": interplay_cases, "context": context_cases,
+              "outputs": output_cases, "terminal": terminal_cases, "ids": lambda root: id_cases()}
+
+    def one(g: str, sub: Path) -> int:
+        if g == "env":
+            return report_env(sub)
+        if g == "api":
+            return report_calls(g, api_calls(), OmlxProfilesError)
+        if g == "facade":
+            return report_calls(g, facade_calls(), (OmlxProfilesError, ValueError, TypeError))
+        return report(g, makers[g](sub))
+
+    return 1 if in_groups(argv or list(GROUPS), one) else 0
 
 
 if __name__ == "__main__":

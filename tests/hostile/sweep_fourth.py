@@ -10,102 +10,14 @@ sharding lists), safetensors. It is not a test (minutes of CPU); the cases it fo
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
-import signal
 import struct
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-CONFIGS = REPO / "tests" / "configs"
-CASE_CPU = 6.0
-#: ``OMLX_SWEEP_DUMP=file.jsonl``: every case's exit code, output and CPU time, for reading the silent ones
-DUMP = open(os.environ["OMLX_SWEEP_DUMP"], "a") if os.environ.get("OMLX_SWEEP_DUMP") else None
-
-
-class Timeout(BaseException):
-    pass
-
-
-def run(argv: list[str], cpu: float = CASE_CPU):
-    from omlx_profiles.cli import main as cli_main
-
-    hit: list[str] = []
-    real = cli_main._internal
-    cli_main._internal = lambda e: hit.append(repr(e)[:300]) or real(e)
-
-    def on_prof(signum, frame):
-        raise Timeout()
-
-    old = signal.signal(signal.SIGPROF, on_prof)
-    signal.setitimer(signal.ITIMER_PROF, cpu)
-    out, err = io.StringIO(), io.StringIO()
-    t0 = time.process_time()
-    timed_out = False
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = cli_main.main(list(argv))
-    except Timeout:
-        code, timed_out = None, True
-    except BaseException as e:  # noqa: BLE001 - a sweep reports everything
-        code = f"raised {e!r}"[:200]
-    finally:
-        signal.setitimer(signal.ITIMER_PROF, 0)
-        signal.signal(signal.SIGPROF, old)
-        cli_main._internal = real
-    return code, out.getvalue(), err.getvalue(), time.process_time() - t0, hit, timed_out
-
-
-def judge(argv, res, expect=None) -> list[str]:
-    from tests.hostile.harness import CONTROL
-
-    code, out, err, cpu, hit, timed_out = res
-    bad = []
-    if timed_out:
-        bad.append(f"HANG >{CASE_CPU}s cpu")
-    if hit:
-        bad.append(f"INTERNAL {hit[0]}")
-    if isinstance(code, str):
-        bad.append(code)
-    if "Traceback" in out + err:
-        bad.append("TRACEBACK")
-    if CONTROL.search(out + err):
-        bad.append(f"CONTROL {CONTROL.search(out + err).group()!r}")
-    if code not in (0, 1, 2, None) and not isinstance(code, str):
-        bad.append(f"EXIT {code}")
-    if code in (1, 2) and not err.strip() and not any(w in out.lower() for w in ("does not fit", "unknown", "past",
-                                                                                  "nothing fits")):
-        bad.append("SILENT FAILURE")
-    if expect is not None:
-        why = expect(code, out, err)
-        if why:
-            bad.append(f"WRONG {why}")
-    if cpu > 3.0 and not timed_out:
-        bad.append(f"SLOW {cpu:.1f}s")
-    return bad
-
-
-def report(group: str, cases) -> int:
-    n = found = 0
-    for argv, expect in cases:
-        n += 1
-        res = run(argv)
-        bad = judge(argv, res, expect)
-        if DUMP is not None:
-            DUMP.write(json.dumps({"group": group, "argv": argv, "code": res[0], "out": res[1][:1500],
-                                   "err": res[2][:600], "cpu": round(res[3], 2), "bad": bad}) + "\n")
-        if bad:
-            found += 1
-            shown = [a if len(a) < 120 else a[:120] + "..." for a in argv]
-            print(f"[{group}] {shown!r}: {'; '.join(bad)} | exit={res[0]} err={res[2][:300]!r}", flush=True)
-    print(f"== {group}: {n} cases, {found} misbehaving", flush=True)
-    return found
+from tests.hostile.sweep_common import CASE_CPU, CONFIGS, DUMP, REPO, Timeout, judge, report, run  # noqa: F401
 
 
 # ------------------------------------------------------------------------------------------------

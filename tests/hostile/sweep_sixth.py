@@ -19,19 +19,14 @@ an angle the earlier passes did not take:
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import math
-import os
 import sys
-import tempfile
 from decimal import Decimal
 from enum import IntEnum
 from fractions import Fraction
 from pathlib import Path
 
-from tests.hostile.sweep_fourth import CONFIGS, judge, report, run
+from tests.hostile.sweep_common import CONFIGS, call_problems, env_var, in_groups, judge, report, report_calls, run
 
 QWEN = json.loads((CONFIGS / "qwen3-8b.json").read_text())
 MODEL = "qwen3-8b"
@@ -58,17 +53,6 @@ def numeric_values():
             "int-subclass": (_Int(1024), 1024), "IntEnum": (_Enum.K, 1024), "Decimal": (Decimal(1024), None),
             "Fraction": (Fraction(1024, 1), None), "str-subclass": (_Str("1024"), None), "np.array": (np.array(1024), None),
             "np.int64-neg": (np.int64(-5), None), "np.int64-huge": (np.int64(2**62), None)}
-
-
-def _finite_ok(v) -> str | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    if isinstance(v, (int, float)):
-        if isinstance(v, float) and not math.isfinite(v):
-            return f"NON-FINITE {v}"
-        if v < 0:
-            return f"NEGATIVE {v}"
-    return None
 
 
 def numeric_calls():
@@ -118,40 +102,34 @@ def numeric_calls():
     return out
 
 
-def report_numeric() -> int:
+#: the API calls whose refusal must be typed (``OmlxProfilesError``); the facade's may be ValueError / TypeError,
+#: as oMLX's own checks raise
+TYPED = ("Request", "fits", "max_tokens", "kv_bytes", "op.kv_bytes", "prepare", "total_bytes")
+
+
+def numeric_allowed(label: str):
     from omlx_profiles.errors import OmlxProfilesError
 
-    n = found = 0
-    for label, fn, ref in numeric_calls():
-        n += 1
-        bad = []
+    return OmlxProfilesError if label.startswith(TYPED) else (OmlxProfilesError, ValueError, TypeError)
+
+
+def numeric_problems(label: str, fn, ref) -> list[str]:
+    """``call_problems`` plus: a number spelled another way answers as the plain int it spells."""
+    def same_as_plain(label, got):
+        if got is None or ref is None:
+            return []
         try:
-            with contextlib.redirect_stderr(io.StringIO()):
-                got = fn()
-        except (OmlxProfilesError, ValueError, TypeError) as e:
-            if not isinstance(e, OmlxProfilesError) and not label.startswith(("MemoryMonitor", "prefill_peak_bytes",
-                                                                                "block_memory", "prompt_kv",
-                                                                                "set_profile")):
-                bad.append(f"UNTYPED {type(e).__name__}: {str(e)[:120]}")
-            got = None
+            want = ref()
         except BaseException as e:  # noqa: BLE001
-            bad.append(f"UNTYPED {type(e).__name__}: {str(e)[:120]}")
-            got = None
-        why = _finite_ok(got)
-        if why:
-            bad.append(why)
-        if got is not None and ref is not None:
-            try:
-                want = ref()
-            except BaseException as e:  # noqa: BLE001
-                want = f"raised {type(e).__name__}"
-            if got != want:
-                bad.append(f"WRONG {got!r} != plain int's {want!r}")
-        if bad:
-            found += 1
-            print(f"[numeric] {label}: {'; '.join(bad)}", flush=True)
-    print(f"== numeric: {n} cases, {found} misbehaving", flush=True)
-    return found
+            want = f"raised {type(e).__name__}"
+        return [] if got == want else [f"WRONG {got!r} != plain int's {want!r}"]
+
+    return call_problems(label, fn, numeric_allowed, same_as_plain)
+
+
+def report_numeric() -> int:
+    return report_calls("numeric", [(label, (fn, ref)) for label, fn, ref in numeric_calls()],
+                        problems=lambda label, fr: numeric_problems(label, *fr))
 
 
 def cuda_cases(root: Path):
@@ -187,50 +165,28 @@ def config_cases(root: Path):
 
 
 def report_env(root: Path) -> int:
-    n = found = 0
-    for v in ("", " ", "-1", "nan", "inf", "1e999", "0x10", "\u0661", "1_000", "3.5", "0", "abc", "\x1b[2J"):
-        n += 1
-        old = os.environ.get("OMLX_PROFILES_CPU_SECONDS")
-        os.environ["OMLX_PROFILES_CPU_SECONDS"] = v
-        try:
-            argv = ["estimate", MODEL, "--tokens", "1k"]
-            res = run(argv)
-        finally:
-            if old is None:
-                os.environ.pop("OMLX_PROFILES_CPU_SECONDS", None)
-            else:
-                os.environ["OMLX_PROFILES_CPU_SECONDS"] = old
-        bad = judge(argv, res)
-        if bad:
-            found += 1
-            print(f"[env] OMLX_PROFILES_CPU_SECONDS={v!r}: {'; '.join(bad)} | {res[2][:200]!r}", flush=True)
-    print(f"== env: {n} cases, {found} misbehaving", flush=True)
-    return found
+    argv = ["estimate", MODEL, "--tokens", "1k"]
+
+    def problems(label, value):
+        with env_var("OMLX_PROFILES_CPU_SECONDS", value):
+            return judge(argv, run(argv))
+
+    values = ("", " ", "-1", "nan", "inf", "1e999", "0x10", "\u0661", "1_000", "3.5", "0", "abc", "\x1b[2J")
+    return report_calls("env", [(f"OMLX_PROFILES_CPU_SECONDS={v!r}", v) for v in values], problems=problems)
 
 
 GROUPS = ("numeric", "cuda", "config", "env")
 
 
 def main(argv: list[str]) -> int:
-    groups = argv or list(GROUPS)
-    total = 0
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        old = os.getcwd()
-        os.chdir(root)
-        try:
-            for g in groups:
-                sub = root / g
-                sub.mkdir()
-                if g == "numeric":
-                    total += report_numeric()
-                elif g == "env":
-                    total += report_env(sub)
-                else:
-                    total += report(g, {"cuda": cuda_cases, "config": config_cases}[g](sub))
-        finally:
-            os.chdir(old)
-    return 1 if total else 0
+    def one(g: str, sub: Path) -> int:
+        if g == "numeric":
+            return report_numeric()
+        if g == "env":
+            return report_env(sub)
+        return report(g, {"cuda": cuda_cases, "config": config_cases}[g](sub))
+
+    return 1 if in_groups(argv or list(GROUPS), one) else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,72 @@
+"""After a cached prefix, an upper bound of the total for a model whose fast path answers the exact model only on a
+backend without graph commits (a gated-DeltaNet hybrid on CPU / Metal: ``FastPeak._shapeless``), monotone in the
+prefix.
+
+Why: the exact total falls with the prefix where the full-attention caches' 256-row copy moves with the alignment
+(qwen3.5-35b-a3b on CPU, one new token, chunk 512: 102,144 cached 2,374,701,370 B, 102,145 cached 2,176,563,936 B,
+-8.3%; found in session 11), and the envelope of an exact-only model (``peak.envelope.envelope_total`` without
+``upper``) is the maximum over the prompt lengths at ONE prefix, so it fell with it. ``FastPeak`` has no lines for
+such a model because its buckets would split at nearly every query count (the recurrence's spans change structure
+with it); a request needs only three query counts, so this builds the lines of those alone
+(``peak.fast_lines.CallModel.pieces`` at ``q_min = q``: one count, one structure), memoized per (chunk, count):
+
+    U(n, c) = max( F_S(c + (k-1) S) if k,  F_r(c + k S) if r,  L_p(c + n - 1) ),   n = k S + 1 + r,
+              p = r, or S (r = 0 < k), or 1
+
+``F_q`` the lines of a call of exactly ``q`` queries after any history of calls of at most ``S`` (the prefix's, fed
+in chunks of ``S``; after a prefix a prompt shorter than a chunk follows its last token: ``prev_one``), ``L_p`` the
+last token's after a call of ``p``: ``Pieces`` are running maxima over the offset and above every call at it
+(every capacity phase a history can leave), so ``U(n, c) >= V(n, c)`` and ``U`` is non-decreasing in ``c`` (every
+offset moves right). ``envelope_total(..., upper=)`` then reports ``max(E(n, 0), V(n, c), U over P(n))``:
+non-decreasing in ``c`` (module doc of ``peak.envelope``). Not claimed: monotone in ``n`` within a block (per-count
+lines are not cumulative over counts; the exact model's own growth there is what holds it, as before).
+"""
+from __future__ import annotations
+
+from .fast_lines import CallModel
+from .kernels import _TILED_VERSION, tiled_state
+
+_KEEP = 1 << 12  # line sets kept per FastPeak (three per chunk size and shorter-call count)
+
+
+def applies(fast) -> bool:
+    """Whether ``fast`` (``peak.fast.FastPeak``) answers the exact model only on a backend without graph commits and
+    without chunked attention: the case this module bounds (a gated-DeltaNet on CPU / Metal)."""
+    return (fast.exact_only and not fast._unknown and fast.routes.executor.graph_commit is None
+            and not any(e.kind == "chunked" for lt in fast.profile.layer_types.values() for e in lt.entries))
+
+
+def prefix_upper(fast, new: int, chunk: int, cached: int, memo: dict) -> int | None:
+    """``U(new, cached)`` (module doc) for chunks of ``chunk``, or ``None`` (no prefix, or ``applies`` is False).
+    ``memo``: the caller's line sets (kept across requests)."""
+    if cached <= 0 or new <= 0 or not applies(fast):
+        return None
+    S = chunk
+    k, r = divmod(new - 1, S)
+    one = bool(not k and r)  # a prompt shorter than a chunk: its calls follow the prefix's last token
+    v = _lines(fast, memo, S, one, "last", r or (S if k else 1)).at(cached + new - 1)
+    if k:
+        f = _lines(fast, memo, S, one, "one" if S == 1 else "upper", S).at(cached + S * (k - 1))
+        if f > v:
+            v = f
+    if r:
+        f = _lines(fast, memo, S, one, "one" if r == 1 else "upper", r).at(cached + S * k)
+        if f > v:
+            v = f
+    return v
+
+
+def _lines(fast, memo: dict, S: int, one: bool, mode: str, q: int):
+    key = (S, one, mode, q, _TILED_VERSION[0])
+    t = memo.get(key)
+    if t is None:
+        m = memo.get(("model", one, _TILED_VERSION[0]))
+        if m is None:
+            m = memo[("model", one, _TILED_VERSION[0])] = CallModel(
+                fast.profile, fast.routes, tiled_state()[1], fast.dtype, fast.nax, fast._worst, fast.kv_scale,
+                fresh_history=False, prev_one=one)
+        if len(memo) >= _KEEP:
+            memo.clear()
+            memo[("model", one, _TILED_VERSION[0])] = m
+        t = memo[key] = m.pieces(q, S, mode, q_min=q, both=False)[0]
+    return t
