@@ -368,3 +368,33 @@ def test_a_gated_deltanet_on_cpu_reports_monotone_in_the_prefix():
         fs = [m.estimate_resident_kv_bytes(c, chunk_tokens=chunk) + m.estimate_prefill_peak_bytes(new, chunk, cached_tokens=c)
               for c in cs]
         assert ts == sorted(ts) and fs == sorted(fs) and all(t >= e for t, e in zip(ts, ex)), (new, chunk, ts, fs, ex)
+
+
+@settings(SETTINGS, max_examples=3)
+@given(st.just("llama-3.2-1b-instruct"), chunks,
+       st.integers(1, 5000), st.one_of(st.integers(1, 1_000_000), st.integers(1, 20_000)), st.integers(1, 3000),
+       st.one_of(st.integers(1, 600), st.integers(1, 300_000)))
+def test_cuda_after_a_prefix_is_monotone_and_never_below_the_replay(name, chunk, new, cached, more, more_c):
+    """CUDA after a cached prefix, chunk 1..4096, prefix up to 1M (the domain above; issue 14 item 4): the API's total
+    and the facade's request memory never fall as the prompt or the prefix grows, and the API's total is never below
+    the exact replay (the fast path: ``max(E(n, 0), U_cuda(n, c))`` of ``peak.fast_cuda_prefix``, no replay). The
+    models ``CudaPrefix`` covers (not a gated-DeltaNet: no prefix table; not chunked attention). What CI affords:
+    a dense GQA (a prefix table to 1M keys: ~2 s of CPU per chunk size, ~10 s for gpt-oss-20b; the API and the
+    facade build one each), prompts of at most 40 chunks (``E(n, 0)`` builds every block's bucket bounds), replays
+    of at most ``MAX_CALLS`` chunks, 3 examples. tests/test_fits_cuda_prefix.py draws gemma-3, gpt-oss-20b and
+    deepseek-v2-lite too, on chunks 7..2048 and prefixes up to 16k."""
+    assume((new + more) // chunk <= 40 and (cached + more_c + new + more) // chunk <= MAX_CALLS)
+    assume(cuda_bounded(name, chunk, new + more))
+    t = total(name, "cuda", new, chunk, cached)
+    assert total(name, "cuda", new + more, chunk, cached) >= t
+    assert total(name, "cuda", new, chunk, cached + more_c) >= t
+    b = prefill_peak(est(name).profile, Request(cached + new, cached=cached, chunk=chunk), backend="cuda")
+    assert t >= b.held_before_bytes + b.peak_bytes
+    m = monitor(name, "cuda")
+
+    def held(n, c):
+        return m.estimate_resident_kv_bytes(c, chunk_tokens=chunk) + m.estimate_prefill_peak_bytes(n, chunk, cached_tokens=c)
+
+    h = held(new, cached)
+    assert held(new + more, cached) >= h and held(new, cached + more_c) >= h
+    assert m.estimate_prefill_peak_bytes(new, chunk, cached_tokens=cached) >= b.peak_bytes

@@ -45,6 +45,16 @@ OVERLAY = {"step3p5": {"num_attention_groups": 2}, "prism_hadamard_qwen35": {"in
 # plan modules with no module recipe (no tiny live config to build them from): Model.shard's presence is
 # still checked for them by tests/test_sharding.py::test_plan_agrees_with_live_mlx_lm_classes
 NO_RECIPE = {"deepseek_v41", "iquestloopcoder", "longcat_flash_ngram", "muse_spark"}
+# of those, tiny configs written here for a weights-only check (no recipe: no KV estimate to compare); deepseek_v41
+# and muse_spark (large new architectures) have none yet
+_TINY = dict(vocab_size=512, rms_norm_eps=1e-6, max_position_embeddings=4096, tie_word_embeddings=False)
+WEIGHTS_ONLY = {
+    "iquestloopcoder": lambda: dict(_TINY, model_type="iquestloopcoder", hidden_size=64, num_hidden_layers=2,
+                                    intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                    loop_num=2, loop_window_size=16),
+    # longcat_flash's tiny config under the n-gram embedding's model_type (its layers are longcat_flash's)
+    "longcat_flash_ngram": lambda: {**_config("longcat_flash"), "model_type": "longcat_flash_ngram"},
+}
 
 # found by this test (session 11) and not mended; strict: a fix must remove its entry ("over": the estimate is
 # above the live rank, safe but not exact; "UNDER": below it). Mended in session 11: gpt_oss (sinks cut per
@@ -85,6 +95,11 @@ def _build(module: str):
         return build_model(_config(module), recipe(module).live.dtype)
 
 
+def _wo_cases():
+    return [(m, par) for m in sorted(WEIGHTS_ONLY) for par in ("tensor", "pipeline")
+            if (PLAN[m].tensor is not None if par == "tensor" else PLAN[m].pipeline)]
+
+
 def test_no_recipe_list_is_current():
     """The modules skipped for want of a recipe are exactly the plan modules without one."""
     assert {m for m in PLAN if recipe(m) is None} == NO_RECIPE
@@ -101,16 +116,23 @@ def live(tmp_path_factory):
                     callable(getattr(model, "shard", None)),
                     hasattr(model, "model") and hasattr(model.model, "pipeline"))
         del model
+    for m, make in WEIGHTS_ONLY.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = build_model(make(), "bf16")
+        built[m] = (save_local(model, make(), tmp / m), None, callable(getattr(model, "shard", None)),
+                    hasattr(model, "model") and hasattr(model.model, "pipeline"))
+        del model
     spec = {"cases": [{"name": f"{m}-{par}", "path": str(built[m][0]), "parallel": par,
                        "split": list(_split(m, par) or []) or None,
-                       "tokens": TOKENS, "chunk": CHUNK, "repeats": 1} for m, par in CASES]}
+                       "tokens": TOKENS, "chunk": CHUNK, "repeats": 1} for m, par in CASES + _wo_cases()]}
     spec_path = tmp / "spec.json"
     spec_path.write_text(json.dumps(spec))
     return built, launch_ring(spec_path, tmp)
 
 
 @pytest.mark.xdist_group("shard_every_module")  # one worker runs the module's one launch
-@pytest.mark.parametrize("module", MODULES)
+@pytest.mark.parametrize("module", MODULES + sorted(WEIGHTS_ONLY))
 def test_plan_says_what_the_built_model_has(live, module):
     """``sharded_load`` asks ``hasattr(model.model, "pipeline")`` and calls ``model.shard``: the plan must agree."""
     built, _ = live
@@ -161,3 +183,23 @@ def test_no_split_argument_refuses_split(module):
     prof = profile_for_config(_config(module))
     with pytest.raises(UnsupportedError, match="takes no split"):
         rank_profiles(prof, ShardSpec(2, "pipeline", (prof.num_layers - 1, 1)))
+
+
+@pytest.mark.xdist_group("shard_every_module")
+@pytest.mark.parametrize("module, parallel", _wo_cases(), ids=[f"{m}-{p}" for m, p in _wo_cases()])
+def test_no_recipe_rank_weights_exact(live, module, parallel):
+    """The modules without a recipe, from the tiny configs above: each rank's parameter bytes = the plan's split
+    of the checkpoint's headers (``weights.from_headers``; layer ranges from the plan's pipeline rule)."""
+    from omlx_profiles.sharding.ranks import RankView, pipeline_ranges
+    from omlx_profiles.sharding.weights import from_headers
+
+    built, measured = live
+    cfg = WEIGHTS_ONLY[module]()
+    n = cfg.get("num_hidden_layers") or cfg["num_layers"]
+    spec = ShardSpec(2, parallel)
+    ranges = pipeline_ranges(n, 2, None, PLAN[module].pipeline_split) if parallel == "pipeline" else [(0, n)] * 2
+    views = [RankView(r, s_, e, None) for r, (s_, e) in enumerate(ranges)]
+    ws = from_headers(read_checkpoint(built[module][0]), views, spec, PLAN[module].tensor, n)
+    got = [(measured[r][f"{module}-{parallel}"]["layers"], measured[r][f"{module}-{parallel}"]["weights_nbytes"])
+           for r in (0, 1)]
+    assert [([v.start, v.end], w.bytes) for v, w in zip(views, ws)] == got

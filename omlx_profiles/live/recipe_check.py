@@ -22,6 +22,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
+from ..dtypes import normalize_dtype
 from ..errors import UnsupportedError
 from ..extraction.from_config import extract_config
 from ..kv.bytes import KVQuant, kv_report
@@ -31,7 +32,6 @@ from .build import build_model
 from .lazy_replay import replay_lazily
 from .probe import cache_report, run_schedule
 
-DTYPE_NAME = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 CLASS_OF = {"full": {"KVCache", "QuantizedKVCache"}, "sliding": {"RotatingKVCache"}, "chunked": {"ChunkedKVCache"},
             "latent": {"KVCache", "QuantizedKVCache"}, "indexer": {"KVCache"}, "state": {"ArraysCache"},
             "none": {"KVCache", "QuantizedKVCache"}}  # none: a slot entry mlx-lm lists and never writes
@@ -115,6 +115,15 @@ def _build_probed(rec, extra: dict | None = None):
     raise AssertionError("unreachable")
 
 
+def _dtype_of(model) -> str:
+    """The built model's dtype in the estimator's names (``dtypes``' one alias table); a dtype outside the
+    three is an error, not a guess."""
+    dt = normalize_dtype(model.omlx_build_info.dtype)
+    if dt is None:
+        raise ValueError(f"live model dtype {model.omlx_build_info.dtype!r} is not bf16, fp16 or fp32")
+    return dt
+
+
 def check_module(module: str, *, long: bool | None = None) -> CheckResult:
     """Build ``module``'s tiny live model and compare every layer's resident bytes with the recipe's."""
     rec = recipe(module)
@@ -123,7 +132,7 @@ def check_module(module: str, *, long: bool | None = None) -> CheckResult:
     t0 = time.monotonic()
     res = CheckResult(module, False)
     model, cfg = _build_probed(rec)
-    dt = DTYPE_NAME[model.omlx_build_info.dtype]
+    dt = _dtype_of(model)
     profile = extract_config(cfg, source=f"{module} live config", dtype=dt).profile()
     plan = [("generate", n) for n in NS] + [("direct", n) for n in NS]
     _run_plan(model, profile, dt, plan, res, "")
@@ -137,7 +146,7 @@ def check_module(module: str, *, long: bool | None = None) -> CheckResult:
     short = [("generate", n) for n in NS] + [("direct", n) for n in NS]
     for i, extra in enumerate(rec.live.also):
         m2, cfg2 = _build_probed(rec, extra)
-        dt2 = DTYPE_NAME[m2.omlx_build_info.dtype]
+        dt2 = _dtype_of(m2)
         p2 = extract_config(cfg2, source=f"{module} live config + also[{i}]", dtype=dt2).profile()
         _run_plan(m2, p2, dt2, short, res, f"also[{i}] {extra}: ")
     # every model_type mlx-lm remaps onto this module: the same tiny config under that name, built by
@@ -147,7 +156,7 @@ def check_module(module: str, *, long: bool | None = None) -> CheckResult:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             m3 = build_model(acfg, rec.live.dtype)
-        dt3 = DTYPE_NAME[m3.omlx_build_info.dtype]
+        dt3 = _dtype_of(m3)
         p3 = extract_config(acfg, source=f"{alias} live config", dtype=dt3).profile()
         _run_plan(m3, p3, dt3, [("generate", 257), ("direct", 257)], res, f"model_type {alias}: ")
     res.passed = not res.problems and res.layers > 0

@@ -370,26 +370,25 @@ class CudaPrefix:
         w = STEP * max(1, lo // (STEP * CELL_FRACTION))
         return lo - 1 + w - (lo - 1) % STEP
 
-    def _row(self, o_lo: int, o_hi: int) -> tuple[list[int], int] | None:
-        """Per query bucket and for the last token, the cell bounds of offsets ``o_lo .. o_hi`` (``None``: a
-        structure changes inside: the caller splits the range)."""
+    def _cells(self, tops: list[int], o_lo: int, o_hi: int, last: bool) -> list[int] | None:
+        """The cell bounds of offsets ``o_lo .. o_hi`` per bucket of ``tops`` (``last``: the last token after a call of
+        that many queries), or ``None`` where a structure changes inside."""
         vals = []
         prev = 0
-        for Q in self.tops:
-            v = self._cell(Q if self.exact_q else prev + 1, Q, o_lo, o_hi, False)
+        for Q in tops:
+            v = self._cell(Q if self.exact_q else prev + 1, Q, o_lo, o_hi, last)
             if v is None:
                 return None
             vals.append(v)
             prev = Q
-        vl = []
-        prev = 0
-        for P in self.ltops:
-            v = self._cell(P if self.exact_q else prev + 1, P, o_lo, o_hi, True)
-            if v is None:
-                return None
-            vl.append(v)
-            prev = P
-        return vals, vl
+        return vals
+
+    def _row(self, o_lo: int, o_hi: int) -> tuple[list[int], list[int]] | None:
+        """Per query bucket and for the last token, the cell bounds of offsets ``o_lo .. o_hi`` (``None``: a
+        structure changes inside: the caller splits the range)."""
+        vals = self._cells(self.tops, o_lo, o_hi, False)
+        vl = None if vals is None else self._cells(self.ltops, o_lo, o_hi, True)
+        return None if vl is None else (vals, vl)
 
     def _extend(self, o: int) -> None:
         """Rows until the offset ``o`` is covered."""

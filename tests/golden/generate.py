@@ -174,26 +174,39 @@ def _monitor_grid(api, mon) -> dict:
     return out
 
 
-def facade(api, reg) -> dict:
+SEEDS = {"seed-dense": dict(num_layers=32, num_kv_heads=8, head_dim=128),
+         "seed-full": dict(num_layers=28, num_kv_heads=4, head_dim=128, num_attention_heads=28,
+                           num_kv_cache_layers=20, hidden_size=3584, intermediate_size=18944)}
+
+
+def facade_keys() -> list[str]:
+    """The facade section's entries, in ``facade``'s order: one per backend x variant or seed, and two constants."""
+    g = GRID
+    return [f"{be}/{name}" for be in g["backends"] for name in (*g["facade_variants"], *SEEDS)] + \
+        ["unfused_sdpa_call", "mla_kv_per_token"]
+
+
+def facade_entry(api, reg, key: str):
+    """One entry of the facade section: each is independent (its own ``MemoryMonitor``), so the test can compare
+    them one by one (pytest-xdist workers share them) and ``facade`` is just all of them."""
     c = api.compat
     g = GRID
-    out: dict = {}
-    for be in g["backends"]:
-        for name in g["facade_variants"]:
-            mon = c.MemoryMonitor(1 << 34, backend=be, mlx_version=g["facade_mlx_version"], max_memory=1 << 36)
-            res = _try(lambda: mon.set_profile(reg.profiles[name]))
-            out[f"{be}/{name}"] = res if isinstance(res, str) else _monitor_grid(api, mon)
-        seeds = {"seed-dense": dict(num_layers=32, num_kv_heads=8, head_dim=128),
-                 "seed-full": dict(num_layers=28, num_kv_heads=4, head_dim=128, num_attention_heads=28,
-                                   num_kv_cache_layers=20, hidden_size=3584, intermediate_size=18944)}
-        for sname, kw in seeds.items():
-            mon = c.MemoryMonitor(1 << 34, backend=be, mlx_version=g["facade_mlx_version"], max_memory=1 << 36)
-            mon.set_model_info(**kw)
-            out[f"{be}/{sname}"] = _monitor_grid(api, mon)
-    out["unfused_sdpa_call"] = c.estimate_unfused_sdpa_call_bytes(32, 2048, 8192, 128)
-    out["mla_kv_per_token"] = c.estimate_mla_kv_bytes_per_token(
-        {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "index_head_dim": 128}, [object()] * 3, 2)
-    return out
+    if key == "unfused_sdpa_call":
+        return c.estimate_unfused_sdpa_call_bytes(32, 2048, 8192, 128)
+    if key == "mla_kv_per_token":
+        return c.estimate_mla_kv_bytes_per_token(
+            {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "index_head_dim": 128}, [object()] * 3, 2)
+    be, name = key.split("/", 1)
+    mon = c.MemoryMonitor(1 << 34, backend=be, mlx_version=g["facade_mlx_version"], max_memory=1 << 36)
+    if name in SEEDS:
+        mon.set_model_info(**SEEDS[name])
+        return _monitor_grid(api, mon)
+    res = _try(lambda: mon.set_profile(reg.profiles[name]))
+    return res if isinstance(res, str) else _monitor_grid(api, mon)
+
+
+def facade(api, reg) -> dict:
+    return {key: facade_entry(api, reg, key) for key in facade_keys()}
 
 
 def build() -> dict:
