@@ -3,7 +3,7 @@
 Wall time (``--durations``) depends on how many other processes share the cores; CPU time (user + sys of
 this process and of the children it reaped, from ``os.times``) does not, so it is what to compare when
 deciding which test to make cheaper. Load it with ``-p tools.cpu_durations`` (``PYTHONPATH`` = the repo);
-it writes ``$OMLX_CPU_DURATIONS`` (default ``cpu_durations.tsv`` in the working directory): one line per
+it writes ``$OMLX_CPU_DURATIONS`` (default ``cpu_durations.tsv`` in the working directory, git-ignored): one line per
 test phase-summed (``cpu_s<TAB>nodeid``), and prints the 25 largest files and tests at the end. Under
 pytest-xdist each worker appends its own lines (the file is opened in append mode).
 """

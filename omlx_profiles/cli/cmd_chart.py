@@ -81,9 +81,15 @@ def run(args) -> int:
         out = chart_series(resolve_model(args, models[0] if models else None), args)
     req = fit_request(args)
     reserve = reserve_for(args.budget, args.reserve) if not sharded else getattr(args, "reserve_bytes", None)
-    for q in (models or [None]) if not sharded else []:
+    pairs = []
+    for q in (models or [None]) if not sharded else []:  # every model resolved before any point is replayed
         res = resolve_model(args, q)
         weights = weights_of(args, res)
+        if weights.bytes is None:  # series_for's sentence, up front (it came after the other models' points: 3.5 s)
+            series_for(res, weights, req, points=args.points, max_tokens=args.max_tokens, budget=args.budget,
+                       reserve=reserve)
+        pairs.append((res, weights))
+    for res, weights in pairs:
         out.append(series_for(res, weights, req, points=args.points, max_tokens=args.max_tokens,
                               budget=args.budget, reserve=reserve, seconds=CHART_SECONDS / len(models or [None])))
     path = plot(out, args.budget, reserve, args.output, args.max_tokens, force=args.force)
