@@ -2,6 +2,8 @@
 whole GQA attention block (norms, projections, RoPE, SDPA, output projection, residual)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...registry.profile import CacheEntry, Profile
 from ..kernels import RouteDecision, SdpaCall
 from .items import CallContext, EntryStep, Item, fast_op, residual
@@ -118,6 +120,12 @@ def cache_update(entry: CacheEntry, step: EntryStep, act: int, q_len: int = 0) -
     elif step.new_rows == step.old_rows and step.trim_rows == 0 and step.zero_rows == 0:
         extra = 0  # in-place slice_update (the call fits in the capacity)
     update_el = q_len * entry.row_elements
+    if step.kind == "sliding" and step.old_rows == 0 and step.zero_rows == 0:
+        # a RotatingKVCache's first prefill call keeps the keys and values as they are (``_update_concat``:
+        # ``self.keys = keys``): no kernel, so nothing reaches CUDA's graph-commit counter (graph DOTs of
+        # gpt-oss-20b, session 11: no copy in a first call's sliding layers; with its elements counted the
+        # replay's graph-count step sat 5-10 tokens early: measured peaks 14% above it at 2,020-2,025 tokens)
+        return Item("kv_update_copy", 0, 2, 4, out=0, elems=0, nodes=0)
     if extra == 0 and step.zero_rows == 0:
         return Item("kv_update_copy", 0, 2, 4, out=0, elems=update_el)  # two slice_updates and the fetch slices
     concat_el = (step.old_rows + step.zero_rows + 2 * step.trim_rows) * entry.row_elements
@@ -137,6 +145,26 @@ def mask_kind(p: Profile, entry: CacheEntry, step: EntryStep, q_len: int) -> str
     if entry.kind == "chunked":
         return "bool"
     return "causal"
+
+
+def _mask_first(rope: Item, upd: Item, sdpa: list[Item]) -> list[Item]:
+    """RoPE, the cache update and SDPA in the order MLX's CUDA backend encodes them.
+
+    Where a bool mask is converted to an additive one (``sdpa.bool_mask_to_additive``: the fills and the
+    ``where`` on the [B, Hq, qL, kL] broadcast), MLX's tape runs that conversion before q's RoPE and the cache
+    update, right after the projections: graph DOT dumps of gpt-oss-20b on the H200 (session 11,
+    benchmarks/cuda/results/dots_s11_gpt-oss-20b.*) end a graph on the sliding layers' ``where`` and open the
+    next one with the cache concatenations, q's RoPE and SDPA. Only the order of the commit counter's
+    additions moves (every byte and element is the same); with RoPE before the conversion the replay put
+    ~10 Mi elements per sliding layer into the wrong graph, so a 2,047-token first call committed 30 graphs
+    against MLX's 36 (and 9.234 GiB against 7.32 measured). The converted mask waits for SDPA across RoPE
+    and the update (``carry``: the ``where`` writes into one of its two fills; the other is only its input)."""
+    if not sdpa or sdpa[0].term != "sdpa.bool_mask_to_additive":
+        return [rope, upd, *sdpa]
+    conv = sdpa[0]
+    mask = conv.bytes // 2
+    conv = replace(conv, carry=mask, carry_items=2, out=0)
+    return [conv, rope, upd, *sdpa[1:]]
 
 
 def _rope_output(ctx: CallContext, fused: bool, S: int, row: int, width: int) -> int | None:
@@ -232,14 +260,14 @@ def attention_items(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallCon
     rope_el = 2 * span + rope.elems if fused else rope.elems
     q_rope, k_rope = _rope_output(ctx, fused, S, row, n_q * dk), _rope_output(ctx, fused, S, row, n_kv * dk)
     if q_rope is not None and k_rope is not None:
-        items.append(Item(rope.term, q_rope + k_rope, 2, rope.views, carry=q_rope, carry_items=1, out=q_rope + k_rope,
-                          elems=rope_el, op_bytes=(q_rope, k_rope)))
+        rope = Item(rope.term, q_rope + k_rope, 2, rope.views, carry=q_rope, carry_items=1, out=q_rope + k_rope,
+                    elems=rope_el, op_bytes=(q_rope, k_rope))
     else:
         # a donating RoPE allocates nothing: the rotated q and k are the projections' buffers, still alive
         # (``out``, and q's ``carry`` to SDPA)
-        items.append(Item(rope.term, 0 if _rope_donates(ctx, fused) else rope.bytes, rope.ops, rope.views,
-                          carry=S * n_q * dk * s, carry_items=1, out=rope.out if rope.out >= 0 else rope.bytes,
-                          elems=rope_el))
+        rope = Item(rope.term, 0 if _rope_donates(ctx, fused) else rope.bytes, rope.ops, rope.views,
+                    carry=S * n_q * dk * s, carry_items=1, out=rope.out if rope.out >= 0 else rope.bytes,
+                    elems=rope_el)
     upd = cache_update(entry, step, s, S)
     if fused:  # the slice update copies v out of the fused buffer: the view's span
         upd = Item(upd.term, upd.bytes, upd.ops, upd.views, carry=upd.carry, carry_items=upd.carry_items, out=upd.out,
@@ -255,9 +283,9 @@ def attention_items(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallCon
         sdpa[0] = Item(first.term, first.bytes, first.ops, first.views, carry=first.carry, carry_items=first.carry_items,
                        out=first.out, elems=el + q_rope // s - S * n_q * dk, nodes=first.nodes, op_bytes=first.op_bytes)
     if gate:  # the gate waits for the output projection, past SDPA
-        upd = Item(upd.term, upd.bytes, upd.ops, upd.views, carry=gate, carry_items=len(sdpa) + 1, out=upd.out)
-    items.append(upd)
-    items += sdpa
+        after = sum(it.term != "sdpa.bool_mask_to_additive" for it in sdpa)  # the SDPA items after the update
+        upd = Item(upd.term, upd.bytes, upd.ops, upd.views, carry=gate, carry_items=after + 1, out=upd.out)
+    items += _mask_first(rope, upd, sdpa)
     if gate:  # output * sigmoid(gate)
         items.append(Item("attn_gate", 2 * S * n_q * dv * s, 2, 1, out=S * n_q * dv * s, elems=3 * S * n_q * dv))
     if _output_in_query_layout(ctx, call, fam):

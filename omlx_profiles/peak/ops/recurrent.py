@@ -158,7 +158,15 @@ def deltanet_recurrence_items(S: int, d: StateDims, nvdv: int, act: int, held: i
     beta, and z's in_proj buffer), the states written so far and not yet read out, the ``y``s so far.
     Within a span its bytes are what the steps allocate: a chain step its new state and two state-sized
     temporaries (``state * decay``, ``k * delta``: inputs of the step's kernels, so held while its graph is
-    in flight), a readout its ``state * q`` product and ``y`` (fp32 sum, cast)."""
+    in flight), a readout its ``state * q`` product and ``y`` (fp32 sum, cast).
+
+    Known over-count (session 11, not changed): graph DOT dumps of Qwen3-Next on the H200
+    (results/dots_s11d_qwen3-next-80b-a3b-8l-64e.*) confirm 6 kernels per chain step (a copy, two broadcast
+    multiplies, the row reduction, the compiled delta, and a compiled kernel with two fp32 state-sized outputs), so
+    the graph count is right; but every trace with 11 graphs in flight grows 102.5-104.5 MiB per 101-kernel chain
+    graph (~3.1 states per step) where these items charge 134.7 (4 per step): Qwen3-Next 8k / step 512 is 1.162 of
+    its measured peak. Charging 3 per step puts 9 GDN points of 5 shapes under 1.00 (lowest 0.969), so which buffer is
+    not alive is not settled; the shape stays ``band: unknown``."""
     st_b = d.ssm_elems * 4
     y_b = nvdv * act
     spans = deltanet_spans(S, monotone)
