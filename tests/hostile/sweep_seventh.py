@@ -331,8 +331,9 @@ def api_calls():
         for backend in ("cpu", "metal", "cuda"):
             for tokens, cached in ((8192, 0), (8192, 4096)):
                 def same(label, got, name=name, backend=backend, tokens=tokens, cached=cached):
-                    res = run(["estimate", name, "--tokens", str(tokens + cached), "--cached", str(cached),
-                               "--backend", backend, "--json"], cpu=30)
+                    pre = ["--cached", str(cached)] if cached else []  # --cached 0 is a usage error
+                    res = run(["estimate", name, "--tokens", str(tokens + cached), *pre, "--backend", backend,
+                               "--json"], cpu=30)
                     j = _json(res[1])
                     if j is None:
                         return [f"CLI exit {res[0]}: {res[2][:160]!r}"]
