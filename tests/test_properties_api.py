@@ -331,8 +331,10 @@ def test_a_bound_basis_model_on_cpu_reports_monotone_in_the_prefix():
 
 def test_cuda_reports_monotone_in_the_prompt_without_a_prefix():
     """CUDA, no prefix. The exact model falls inside a block where MLX's graph commits move with the query count:
-    gpt-oss-20b, chunk 512: 491 new tokens 7.6% above 494; chunk 2048: 2,048 new 19% above 2,051 (and 32,700 new
-    13% above 32,768). Before session 8 the report (the maximum over the dominating lengths) fell with them. Now
+    gpt-oss-20b, chunk 512: 491 new tokens 7.6% above 494; chunk 2048: 2,026 new 21% above 2,027, MLX's own 30 -> 36
+    graph step, seen in its graph dumps and measured on the H200 in session 11 (8.6-8.8 GiB peaks up to 2,026 tokens,
+    7.5 from 2,027). Session 10's fall at 2,048 -> 2,051 was our replay's artifact (30 graphs where MLX commits 36),
+    fixed in session 11. Before session 8 the report (the maximum over the dominating lengths) fell with them. Now
     it carries the block's cumulative bucket bounds and the previous block's (``CudaEnvelope``): it never falls
     over every length of these ranges, and is never below the exact replay (a dense GQA too, odd chunk)."""
     def exact(name, n, chunk):
@@ -340,8 +342,8 @@ def test_cuda_reports_monotone_in_the_prompt_without_a_prefix():
         return b.held_before_bytes + b.peak_bytes
 
     assert exact("gpt-oss-20b", 491, 512) > exact("gpt-oss-20b", 494, 512) * 1.07
-    assert exact("gpt-oss-20b", 2048, 2048) > exact("gpt-oss-20b", 2051, 2048) * 1.15
-    for name, chunk, ns in (("gpt-oss-20b", 512, range(486, 520)), ("gpt-oss-20b", 2048, range(2040, 2056)),
+    assert exact("gpt-oss-20b", 2026, 2048) > exact("gpt-oss-20b", 2027, 2048) * 1.15
+    for name, chunk, ns in (("gpt-oss-20b", 512, range(486, 520)), ("gpt-oss-20b", 2048, range(2018, 2034)),
                             ("llama-3.2-1b-instruct", 300, range(1, 660, 9))):
         ts = [total(name, "cuda", n, chunk, 0) for n in ns]
         assert ts == sorted(ts), (name, chunk, [(n, a, b) for n, a, b in zip(ns, ts, ts[1:]) if b < a][:3])
