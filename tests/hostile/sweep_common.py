@@ -39,6 +39,16 @@ class Timeout(BaseException):
     """Raised by the CPU timer; a BaseException so no ``except Exception`` in the code under test eats it."""
 
 
+def model_dir(root: Path, name: str, cfg: dict | None = None) -> Path:
+    """A directory ``root/name`` (created), with ``cfg`` written as its config.json when given: the sweeps'
+    local "model" directories."""
+    d = root / name
+    d.mkdir(parents=True, exist_ok=True)
+    if cfg is not None:
+        (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
 @contextlib.contextmanager
 def cpu_limit(seconds: float):
     """Raise ``Timeout`` in this process after ``seconds`` of its CPU time (SIGPROF)."""

@@ -32,18 +32,10 @@ import sys
 import time
 from pathlib import Path
 
-from tests.hostile.sweep_common import CONFIGS, DUMP, REPO, in_groups, judge, report, report_calls
+from tests.hostile.sweep_common import CONFIGS, DUMP, REPO, in_groups, judge, model_dir, report, report_calls
 
 QWEN = json.loads((CONFIGS / "qwen3-8b.json").read_text())
 MODEL = "qwen3-8b"
-
-
-def _dir(root: Path, name: str, cfg: dict | None = None) -> Path:
-    d = root / name
-    d.mkdir(parents=True, exist_ok=True)
-    if cfg is not None:
-        (d / "config.json").write_text(json.dumps(cfg))
-    return d
 
 
 def _profile_text() -> str:
@@ -74,7 +66,7 @@ def file_cases(root: Path):
     }
     for kind, make in kinds.items():
         for suffix in (".yaml", ".YML"):
-            d = _dir(root, f"prof-{kind}{suffix}")
+            d = model_dir(root, f"prof-{kind}{suffix}")
             make(d / f"x{suffix}")
             cases.append((["validate", str(d)], None))
             cases.append((["estimate", MODEL, "--tokens", "1k", "--profiles", str(d)], None))
@@ -86,20 +78,20 @@ def file_cases(root: Path):
         cases.append((["extract", p], None))
         cases.append((["validate", p], None))
     # a sparse 2 GiB config.json, a symlink loop as config.json, an unreadable one, ".json" directories
-    d = _dir(root, "sparse")
+    d = model_dir(root, "sparse")
     with open(d / "config.json", "wb") as f:
         f.truncate(2 << 30)
     cases.append((["estimate", "--config", str(d), "--tokens", "1k"], None))
-    d = _dir(root, "cfgloop")
+    d = model_dir(root, "cfgloop")
     os.symlink("config.json", d / "config.json")
     cases.append((["estimate", str(d), "--tokens", "1k"], None))
-    d = _dir(root, "cfgdirjson")
+    d = model_dir(root, "cfgdirjson")
     (d / "x.json").mkdir()
     cases.append((["estimate", "--config", str(d / "x.json"), "--tokens", "1k"], None))
     cases.append((["extract", str(d / "x.json")], None))
     # weight files: unreadable index, index that is a FIFO, safetensors that is unreadable, a loop
     for kind in ("index-unreadable", "index-fifo", "st-unreadable", "st-loop", "st-empty", "st-8bytes"):
-        d = _dir(root, kind, QWEN)
+        d = model_dir(root, kind, QWEN)
         if kind == "index-unreadable":
             (d / "model.safetensors.index.json").write_text('{"weight_map": {}}')
             (d / "model.safetensors.index.json").chmod(0)
@@ -118,7 +110,7 @@ def file_cases(root: Path):
                     ["resolve", str(d)], ["extract", str(d)]):
             cases.append((cmd, None))
     # --config that is the model directory's parent, a file with no suffix, a directory without config.json
-    d = _dir(root, "noconfig")
+    d = model_dir(root, "noconfig")
     (d / "model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")
     cases += [(["estimate", str(d), "--tokens", "1k"], None), (["extract", str(d)], None),
               (["estimate", "--config", str(d), "--tokens", "1k"], None)]
@@ -195,7 +187,7 @@ def context_cases(root: Path):
                        str(root / f"ctx{len(cases)}.svg")], None))
     # a config with no max_position_embeddings: context unknown
     cfg = {k: v for k, v in QWEN.items() if k != "max_position_embeddings"}
-    d = _dir(root, "nomax", cfg)
+    d = model_dir(root, "nomax", cfg)
     cases += [(["estimate", str(d), "--tokens", "10m"], None), (["fit", str(d), "--budget", "1PiB", "--weights", "16GB"], None),
               (["estimate", str(d), "--tokens", "1k", "--budget", "1PiB", "--weights", "16GB"], None)]
     return cases
@@ -248,10 +240,10 @@ def terminal_cases(root: Path):
     # YAML values with control characters, printed by resolve / validate in every format
     text = _profile_text()
     for k, e in enumerate(ESCS[:-1]):
-        d = _dir(root, f"yamlesc{k}")
+        d = model_dir(root, f"yamlesc{k}")
         bad = text.replace("family: qwen3", f"family: \"qwen3{e.encode('unicode_escape').decode()}\"", 1)
         (d / f"f{k}.yaml").write_text(bad + f"\n# {e!r}\n")
-        d2 = _dir(root, f"yamlesc-name{k}")
+        d2 = model_dir(root, f"yamlesc-name{k}")
         (d2 / f"g{k}.yaml").write_text(f"family: \"x{e.encode('unicode_escape').decode()}\"\nmodel_type: qwen3\n")
         for fmt in ("text", "github", "json", "sarif"):
             cases.append((["validate", "--format", fmt, str(d)], None))
@@ -263,7 +255,7 @@ def terminal_cases(root: Path):
             cfg = dict(QWEN)
             cfg[field] = [f"Qwen3{e}"] if field == "architectures" else ({"rope_type": f"yarn{e}", "factor": 2}
                                                                           if field == "rope_scaling" else f"qwen3{e}")
-            d = _dir(root, f"cfgesc{k}-{field}", cfg)
+            d = model_dir(root, f"cfgesc{k}-{field}", cfg)
             cases.append((["estimate", str(d), "--tokens", "1k"], None))
             cases.append((["extract", str(d)], None))
     return cases

@@ -34,20 +34,13 @@ import struct
 import sys
 from pathlib import Path
 
-from tests.hostile.sweep_common import CONFIGS, REPO, call_problems, in_groups, judge, report, report_calls, run
+from tests.hostile.sweep_common import (CONFIGS, REPO, call_problems, in_groups, judge, model_dir, report, report_calls,
+                                        run)
 
 QWEN = json.loads((CONFIGS / "qwen3-8b.json").read_text())
 MODEL = "qwen3-8b"
 #: registry ids whose config in tests/configs is the registry's own variant (short name = id)
 SAME_SKIP: set[str] = set()
-
-
-def _dir(root: Path, name: str, cfg: dict | None = None) -> Path:
-    d = root / name
-    d.mkdir(parents=True, exist_ok=True)
-    if cfg is not None:
-        (d / "config.json").write_text(json.dumps(cfg))
-    return d
 
 
 def _st(path: Path, tensors: dict, data: int) -> None:
@@ -75,7 +68,7 @@ def same_cases(root: Path):
     reg = load_registry()
     for cfg in sorted(CONFIGS.glob("*.json")):
         name = cfg.stem
-        d = _dir(root, name)
+        d = model_dir(root, name)
         (d / "config.json").write_text(cfg.read_text())
         want: dict = {}
 
@@ -137,7 +130,7 @@ HUGE_FIELDS = re.compile(r"expert|state|conv|ssm|mamba|group|lora|head|window|ch
 def huge_cases(root: Path, configs=HUGE_CONFIGS):
     for name in configs:
         cfg = json.loads((CONFIGS / f"{name}.json").read_text())
-        base = _dir(root, f"{name}-real", cfg)
+        base = model_dir(root, f"{name}-real", cfg)
         argv = ["estimate", "--tokens", "1k", "--backend", "cpu", "--json"]
         want: dict = {}
 
@@ -152,7 +145,7 @@ def huge_cases(root: Path, configs=HUGE_CONFIGS):
         for k, v in cfg.items():
             if isinstance(v, bool) or not isinstance(v, int) or not HUGE_FIELDS.search(k):
                 continue
-            d = _dir(root, f"{name}-{k}", {**cfg, k: 10**400})
+            d = model_dir(root, f"{name}-{k}", {**cfg, k: 10**400})
 
             def same_or_named(code, out, err, k=k, want=want):
                 if code == 2:
@@ -223,7 +216,7 @@ def checkpoint_cases(root: Path):
         "metadata-only": ({"model.safetensors": ({"__metadata__": {"format": "mlx"}}, 0)}, None, 0),
     }
     for name, (files, index, want) in cases.items():
-        d = _dir(root, name, QWEN)
+        d = model_dir(root, name, QWEN)
         for f, (h, data) in files.items():
             _st(d / f, h, data)
         if index is not None:
@@ -258,13 +251,13 @@ def terminal_cases(root: Path):
         for field in ("model_type", "torch_dtype", "architectures", "hidden_act", "rope_scaling"):
             value = [e] if field == "architectures" else {"rope_type": e, "factor": 2.0} if field == "rope_scaling" \
                 else e
-            d = _dir(root, f"v{i}-{field}", {**QWEN, field: value})
+            d = model_dir(root, f"v{i}-{field}", {**QWEN, field: value})
             yield ["resolve", str(d)], None
             yield ["estimate", str(d), "--tokens", "1k"], None
-        d = _dir(root, f"t{i}", QWEN)
+        d = model_dir(root, f"t{i}", QWEN)
         _st(d / "model.safetensors", {f"w{e}": _T("F16", [3], 0, 4)}, 4)  # a shape the span does not hold
         yield ["estimate", str(d), "--tokens", "1k"], None
-        d = _dir(root, f"q{i}", {**QWEN, "quantization": {"bits": 4, "group_size": 64, f"model.{e}": {"bits": 3.5}}})
+        d = model_dir(root, f"q{i}", {**QWEN, "quantization": {"bits": 4, "group_size": 64, f"model.{e}": {"bits": 3.5}}})
         yield ["estimate", str(d), "--tokens", "1k"], None
 
 
