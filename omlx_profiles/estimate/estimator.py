@@ -299,11 +299,9 @@ class Estimator:
             self._memo[key] = bd
         return bd
 
-    def _fast_peak(self, request: Request, backend: str, mlx_version, dtype, nax):
-        """The per-profile bounds (``peak.fast.FastPeak``) for this backend, or ``None`` (another schedule,
-        CUDA, or a profile the fast model does not cover): then ``fits`` replays the request."""
-        if not USE_FAST_BOUND or request.schedule != "generate":
-            return None
+    def _fast_model(self, backend: str, mlx_version, dtype, nax):
+        """The profile's ``peak.fast.FastPeak`` for this backend, built once, or ``None`` where it cannot be built
+        (its callers decide whether its lines apply)."""
         fkey = (backend, mlx_version, dtype, nax)
         fp = self._fast.get(fkey)
         if fp is None:
@@ -311,32 +309,28 @@ class Estimator:
                 from ..peak.fast import FastPeak
 
                 fp = FastPeak(self.profile, backend, mlx_version, dtype, nax)
-                # CUDA's live set follows graph-commit boundaries that move with the length: no line holds
-                # there, FastPeak would replay too (memoized per request here instead)
-                if fp.exact_only:
-                    fp = False
             except OmlxProfilesError:
                 fp = False
             self._fast[fkey] = fp
         return fp or None
+
+    def _fast_peak(self, request: Request, backend: str, mlx_version, dtype, nax):
+        """The per-profile bounds (``peak.fast.FastPeak``) for this backend, or ``None`` (another schedule,
+        CUDA, or a profile the fast model does not cover): then ``fits`` replays the request."""
+        if not USE_FAST_BOUND or request.schedule != "generate":
+            return None
+        fp = self._fast_model(backend, mlx_version, dtype, nax)
+        # CUDA's live set follows graph-commit boundaries that move with the length: no line holds there,
+        # FastPeak would replay too (memoized per request here instead)
+        return None if fp is None or fp.exact_only else fp
 
     def _query_lines(self, backend: str, mlx_version, dtype, nax):
         """The exact-only ``FastPeak`` of a model ``peak.prefix_lines`` bounds after a prefix (a gated-DeltaNet on a
         backend without graph commits), or ``None``."""
         if not USE_FAST_BOUND:
             return None
-        key = ("query_lines", backend, mlx_version, dtype, nax)
-        fp = self._fast.get(key)
-        if fp is None:
-            try:
-                from ..peak.fast import FastPeak
-
-                fp = FastPeak(self.profile, backend, mlx_version, dtype, nax)
-                fp = fp if prefix_lines.applies(fp) else False
-            except OmlxProfilesError:
-                fp = False
-            self._fast[key] = fp
-        return fp or None
+        fp = self._fast_model(backend, mlx_version, dtype, nax)
+        return fp if fp is not None and prefix_lines.applies(fp) else None
 
     def _cuda_fit(self, request: Request, backend: str, mlx_version, dtype, nax):
         """The CUDA bounds of prompts without a prefix (``peak.fast_cuda.CudaFit``) per chunk size, or ``None``
