@@ -203,18 +203,11 @@ def _prefill_peak(p: Profile, request: Request, kr: KernelRoutes, dtype: str | N
         if ci not in wanted:
             evaluate(ci, *rest)
     if known is not None and order:
-        top_total, top = order[0]
-        for total, x in order[1:]:
-            if total > top_total:
-                top_total, top = total, x
+        top_total, top = max(order, key=lambda t: t[0])  # max keeps the first of equal totals
         if not isinstance(top, CallPeak):
             cp = peak_of(*top)
             if cp.total != top_total:  # the table disagrees with the call (never seen): every candidate evaluated
-                cps = [x if isinstance(x, CallPeak) else peak_of(*x) for _, x in order]
-                cp = cps[0]
-                for c in cps[1:]:
-                    if c.total > cp.total:
-                        cp = c
+                cp = max((x if isinstance(x, CallPeak) else peak_of(*x) for _, x in order), key=lambda c: c.total)
             top = cp
         best = top
     resident_after, _ = held(1)
