@@ -546,7 +546,6 @@ class CudaTransient:
     def __init__(self, fast):
         self.fast = fast
         self._tables: dict[int, CudaPrefix | bool] = {}
-        self._worst: str | None | bool = False
 
     def bound(self, n: int, cached: int) -> int | None:
         """``transient_bound`` of ``n`` queries after ``cached`` (a prefix fed in chunks of ``n``), or ``None``: no
@@ -565,12 +564,7 @@ class CudaTransient:
         f = self.fast
         if f.routes.executor.graph_commit is None or f._unknown:
             return False
-        if self._worst is False:
-            from .basis import MEASURED, basis_for
-
-            b = basis_for(f.profile, f.routes)
-            self._worst = None if b.kind == MEASURED else (b.worst or b.kind)
-        try:
-            return CudaPrefix(f.profile, f.routes, n, f.dtype, f.nax, f.kv_scale, self._worst, exact_q=True)
+        try:  # f._worst: the FastPeak's own reading of the peak basis (None where measured)
+            return CudaPrefix(f.profile, f.routes, n, f.dtype, f.nax, f.kv_scale, f._worst, exact_q=True)
         except UnsupportedError:
             return False
