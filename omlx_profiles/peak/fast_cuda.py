@@ -615,12 +615,29 @@ def chain_graph_window(items: list, max_nodes: int, max_mega_elements: int, infl
         L.append(int(g_lo[L[-1]]))
         H.append(int(g_hi[H[-1]]))
     best = 0.0
-    for g in range(len(L) - 1):  # graph g: from start g - inflight to end g (position g + 1)
-        s = max(0, g - inflight)
-        lo, hi = L[s], min(H[s], total - 1)
-        v = upto[min(H[g + 1], total)] - upto[lo] + float(np.max(cmax[lo:hi + 1]))
-        if v > best:
-            best = v
+    n = len(L) - 1
+    if n:
+        # graph g: from start g - inflight to end g (position g + 1); its live bytes are the top's from L[s] to
+        # H[g + 1] plus the largest carry into a start in [L[s], H[s]]: every graph at once, the carries' range
+        # maxima by one reduceat (starts and ends interleaved; the odd rows are the gaps between, unused)
+        La, Ha = np.array(L), np.array(H)
+        s = np.maximum(np.arange(n) - inflight, 0)
+        lo, hi = La[s], np.minimum(Ha[s], total - 1)
+        if np.any(lo > hi):  # not a chain pair (never seen): the per-graph form, which raises on it
+            for g in range(n):
+                sg = max(0, g - inflight)
+                v = upto[min(H[g + 1], total)] - upto[L[sg]] + float(np.max(cmax[L[sg]:min(H[sg], total - 1) + 1]))
+                if v > best:
+                    best = v
+        else:
+            idx = np.empty(2 * n, dtype=np.intp)
+            idx[0::2] = lo
+            idx[1::2] = hi + 1  # <= total: an index of cmax with one element appended
+            rmax = np.maximum.reduceat(np.append(cmax, 0.0), idx)[0::2]
+            v = upto[np.minimum(Ha[1:n + 1], total)] - upto[lo] + rmax  # the same float operations, per graph
+            m = float(np.max(v))
+            if m > best:
+                best = m
     return int(best * (1 + 1e-12)) + 1 + o.m
 
 
