@@ -116,12 +116,18 @@ def _plain_windows(items, max_nodes, max_mega, inflight, act, op_elems):
     return free, int(best * (1 + 1e-12)) + 1 + o.m
 
 
-def test_bucket_windows_equal_the_plain_forms():
+@pytest.mark.parametrize("blocked", [False, True])
+def test_bucket_windows_equal_the_plain_forms(blocked, monkeypatch):
     """The vectorized ``free_graph_window`` / ``chain_graph_window`` (session 12) equal session 11's op-by-op forms on
-    generated item lists of every shape the executor splits (per-op bytes and elements, nodes, carries)."""
+    generated item lists of every shape the executor splits (per-op bytes and elements, nodes, carries); ``blocked``:
+    the free window's branch and bound (``_max_window``) on blocks of 3 ops from 8 ops on."""
+    from omlx_profiles.peak import fast_cuda
     from omlx_profiles.peak.fast_cuda import chain_graph_window, free_graph_window, op_elements
     from tests.test_fits_cuda import _random_items, _scaled
 
+    if blocked:
+        monkeypatch.setattr(fast_cuda, "_WINDOW_BLOCK", 3)
+        monkeypatch.setattr(fast_cuda, "_WINDOW_BLOCKED", 8)
     rng = random.Random(12)
     for _ in range(60):
         items = _random_items(rng, rng.randint(1, 120))
