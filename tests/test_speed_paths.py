@@ -34,6 +34,36 @@ def test_carried_per_item_numpy_equals_the_loop(seed, monkeypatch):
         assert fast == loop
 
 
+def _commit_items(rng: random.Random, n: int) -> list[Item]:
+    """Items as the CUDA replay makes them: shared objects (a call's layers), even or per-op elements, per-op bytes,
+    fractional nodes per op, sizes from none to many graphs' worth."""
+    pool = []
+    for _ in range(rng.randint(1, 12)):
+        ops = rng.choice([1, 1, 2, 3, rng.randint(4, 40), rng.randint(90, 400)])
+        elems = rng.choice([0, rng.randint(1, 1 << 22), rng.random() * 3e6,
+                            tuple(rng.randint(0, 1 << 21) for _ in range(ops))])
+        op_bytes = tuple(rng.randint(0, 1 << 24) for _ in range(ops)) if rng.random() < 0.3 else ()
+        pool.append(Item("t", sum(op_bytes) if op_bytes else rng.randint(0, 1 << 30), ops,
+                         elems=elems, nodes=rng.choice([-1, 0, ops, rng.randint(1, 3 * ops)]), op_bytes=op_bytes))
+    return [rng.choice(pool) for _ in range(n)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_graph_ends_one_step_items_equal_the_walk(seed, monkeypatch):
+    """``executor.graph_ends`` adds an item that ends no graph in one step: the same ends (floats, exactly) as
+    walking every item (``_COMMIT_MARGIN`` infinite), over node and element limits that end graphs inside items,
+    between them and not at all."""
+    rng = random.Random(seed)
+    for _ in range(60):
+        items = executor.split_ops(_commit_items(rng, rng.randint(1, 300)))
+        args = (rng.choice([2, 7, 100, 10_000]), rng.choice([0, 1, 3, 1024]), rng.choice([1, 2, 4]))
+        fast = executor.graph_ends(items, *args)
+        monkeypatch.setattr(executor, "_COMMIT_MARGIN", float("inf"))
+        walked = executor.graph_ends(items, *args)
+        monkeypatch.setattr(executor, "_COMMIT_MARGIN", 1e-6)
+        assert fast == walked
+
+
 # -- session 12: the CUDA bucket bounds' graph ends and windows (peak/fast_cuda.py) -----------------------------------
 def _cum_arrays(rng: random.Random, n: int):
     """Non-decreasing cumulative sums with flats (0-node / 0-element ops), fractional steps (2.8 nodes per op: the float
