@@ -284,12 +284,14 @@ class _Ops:
     items' structure, to compare two calls. Built once per item list (a bucket's ends are shared); a call's
     layers share their item objects, so each distinct item is read once."""
 
-    __slots__ = ("sig", "byts", "outs", "carries", "per_node", "per_el", "per_byte", "owner", "carried", "m",
-                 "counts", "special", "nodes", "item_node", "item_el", "_memo")
+    __slots__ = ("sig", "byts", "outs", "carries", "m", "counts", "special", "nodes", "item_node", "item_el", "_memo",
+                 "_lazy")
 
     def __init__(self, items: list, act: int, light: bool = False):
         """``light``: the structure, nodes and input elements only (where a caller needs no window:
-        ``peak.fast_cuda_prefix``'s fewest-elements calls)."""
+        ``peak.fast_cuda_prefix``'s fewest-elements calls). The per-op arrays (``per_node``, ``per_el``, ``per_byte``,
+        ``owner``, ``carried``) are built on first use: a bucket's bottom call needs none of them where its ops are
+        mapped per item (``embed``), and each is a pass over up to ~500k ops (a GDN call)."""
         from .executor import split_ops
 
         self._memo: dict = {}  # arrays that depend on these items alone (``cached``)
@@ -325,8 +327,39 @@ class _Ops:
         self.nodes = per_node * counts
         self.item_node = per_node  # per item: every op of an item has its nodes / ops (``embed`` reads them per item)
         self.item_el = col(5, np.float64)  # per item, where not ``special`` (then per op: ``per_el``)
-        self.per_node = np.repeat(per_node, counts)
-        self.per_el = np.repeat(self.item_el, counts)
+        self._lazy = (items, a, rows, inv)
+        if not light:
+            self.m = int(np.array([len(r[8]) for r in rows], dtype=np.int64)[inv].sum())  # split items (``split_ops``)
+
+    @property
+    def per_node(self) -> np.ndarray:
+        """Per op: the kernel nodes ``graph_ends`` counts for it."""
+        return self.cached("per_node")
+
+    @property
+    def per_el(self) -> np.ndarray:
+        """Per op: the input elements ``graph_ends`` counts for it."""
+        return self.cached("per_el")
+
+    @property
+    def per_byte(self) -> np.ndarray:
+        """Per op: the bytes it allocates (its split item's bytes per op)."""
+        return self.cached("per_byte")
+
+    @property
+    def owner(self) -> np.ndarray:
+        """Per op: the split item a window starting there is in."""
+        return self.cached("owner")
+
+    @property
+    def carried(self) -> np.ndarray:
+        """Per split item: the outputs carried into a window starting in it (``_Live.carried``)."""
+        return self.cached("carried")
+
+    def _per_el(self) -> np.ndarray:
+        items, a, rows, _ = self._lazy
+        counts = self.counts
+        per_el = np.repeat(self.item_el, counts)
         if any(r[6] for r in rows):
             starts = np.concatenate(([0], np.cumsum(counts)))
             vals_of: dict[int, list] = {}  # per distinct item: its ops' input elements
@@ -342,12 +375,35 @@ class _Ops:
                     else:
                         vals = e
                     vals = vals_of[id(it)] = np.asarray(vals, dtype=np.float64)
-                self.per_el[starts[idx]:starts[idx + 1]] = vals
-        if light:
-            return
+                per_el[starts[idx]:starts[idx + 1]] = vals
+        return per_el
+
+    def special_values(self, idx: np.ndarray, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(per_el[ops], per_byte[ops])`` for ``ops``, the ops of the items at ``idx`` in order (``special`` items: a
+        few dozen a call), from those items alone where the per-op arrays are not built (``embed``'s bottom call)."""
+        m = self._memo
+        if "per_el" in m and "per_byte" in m:
+            return m["per_el"].take(ops), m["per_byte"].take(ops)
+        items, a = self._lazy[0], self._lazy[1]
+        els, byts = [], []
+        for i in idx.tolist():
+            it = items[i]
+            n = int(self.counts[i])
+            e = it.elems
+            if it.op_bytes and len(it.op_bytes) == n and n > 1:  # split per op (``split_ops``): 1 op of its bytes each
+                el = e if isinstance(e, tuple) and len(e) == n else ((e or 0) // n,) * n
+                els.append(np.asarray([x if x else b // a for x, b in zip(el, it.op_bytes)], dtype=np.float64))
+                byts.append(np.asarray(it.op_bytes, dtype=np.float64) / np.ones(n, dtype=np.int64))
+            else:  # per-op elements, not split: its bytes per op, n times
+                els.append(np.asarray(e, dtype=np.float64))
+                byts.append(np.repeat(np.array([it.bytes], dtype=np.float64) / np.array([n], dtype=np.int64), n))
+        return np.concatenate(els), np.concatenate(byts)
+
+    def _split_arrays(self) -> None:
+        """``per_byte``, ``owner`` and ``carried`` (from the items ``split_ops`` makes), into the memo."""
+        _, _, rows, inv = self._lazy
         parts = [r[8] for r in rows]
-        invl = inv.tolist()
-        split = list(chain.from_iterable(map(parts.__getitem__, invl)))
+        split = list(chain.from_iterable(map(parts.__getitem__, inv.tolist())))
         # per distinct item, its split items' op counts and bytes per op (the same division, element by element)
         p_ops = np.array([max(1, it.ops) for q in parts for it in q], dtype=np.int64)
         p_bpo = np.array([it.bytes for q in parts for it in q], dtype=np.float64) / p_ops
@@ -358,10 +414,9 @@ class _Ops:
         first = np.repeat(p_start[inv] - (np.cumsum(lens) - lens), lens)
         flat = first + np.arange(int(lens.sum()))
         ops, bpo = p_ops[flat], p_bpo[flat]
-        self.per_byte = np.repeat(bpo, ops)
-        self.m = len(split)
-        self.owner = np.repeat(np.arange(self.m), ops)  # the split item a window starting at each op is in
-        self.carried = np.array(carried_per_item(split))
+        self._memo["per_byte"] = np.repeat(bpo, ops)
+        self._memo["owner"] = np.repeat(np.arange(len(split)), ops)
+        self._memo["carried"] = np.array(carried_per_item(split))
 
     def cached(self, name: str):
         """An array of these items alone, built once (a bucket's top is bounded, embedded and split from more
@@ -369,7 +424,14 @@ class _Ops:
         carried bytes into a window starting at each op), ``item`` / ``local`` (each op's item, and its index there)."""
         v = self._memo.get(name)
         if v is None:
-            if name == "upto":
+            if name == "per_node":
+                v = np.repeat(self.item_node, self.counts)
+            elif name == "per_el":
+                v = self._per_el()
+            elif name in ("per_byte", "owner", "carried"):
+                self._split_arrays()
+                return self._memo[name]
+            elif name == "upto":
                 v = _cum0(self.per_byte)
             elif name == "node_cum":
                 v = _cum0(self.per_node)
@@ -443,8 +505,9 @@ class _Ops:
             inner = np.arange(int(n_sp.sum())) - np.repeat(np.cumsum(n_sp) - n_sp, n_sp)
             oa = np.repeat(starts_a[sp], n_sp) + inner
             ob = np.repeat(starts_b[sp], n_sp) + inner
-            ea, eb = self.per_el.take(oa), b.per_el.take(ob)
-            if np.any(ea > eb) or np.any(self.per_byte.take(oa) > b.per_byte.take(ob)):
+            ea, ba = self.special_values(sp, oa)
+            eb, bb = b.special_values(sp, ob)
+            if np.any(ea > eb) or np.any(ba > bb):
                 return None
         two = np.empty(2 * len(cb), dtype=np.int64)  # per item: its first d ops (0), then the rest
         two[0::2] = d
@@ -643,7 +706,7 @@ def free_graph_window(items: list, max_nodes: int, max_mega_elements: int, infli
         return 0
     o = ops or _Ops(items, act)
     per_el = o.per_el if op_elems is None else op_elems
-    total = int(o.per_node.size)
+    total = int(o.counts.sum())  # (per_node.size, without building it: an embedded bucket brings its own)
     node_cum = o.cached("node_cum") if op_nodes is None else _cum0(op_nodes)
     el_cum = o.cached("el_cum") if op_elems is None else _cum0(per_el)
     upto = o.cached("upto")
