@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from ..kv.replay import MAX_CALLS, STEP
+from ..kv.work import GRAPH_CALL_COST
 from ..registry.profile import Profile
 from .call import (activation_dtype, call_window, growth_bytes, held_bytes, items_of_call, pinned_bytes, run_ahead_ops,
                    validate_profile)
@@ -925,8 +926,12 @@ class CudaFit:
     def _extend(self, k: int) -> None:
         if len(self.F) >= k:
             return
-        if k > MAX_CALLS:
-            raise UnsupportedError(f"more than {MAX_CALLS} prefill calls")
+        if k * GRAPH_CALL_COST > MAX_CALLS:
+            # the replay's own ceiling (``peak.prefill``): a CUDA call walks its graphs, ~GRAPH_CALL_COST CPU calls of
+            # work; without it a 2^30-token context made ``prepare`` / ``fits`` walk 524,288 calls (hostile pass 8)
+            raise UnsupportedError(f"{k:,} full prefill calls of {self.c:,} tokens: on a backend that commits graphs "
+                                   f"(CUDA) at most {MAX_CALLS // GRAPH_CALL_COST:,} are replayed; use a larger chunk "
+                                   "or fewer tokens")
         # the full calls' exact totals are the raw replay's own table (``full_call_totals``, one per model variant:
         # a call's total is the larger of its variants'), not a second walk of the same calls' graph windows: an
         # estimate walked every full call twice, once for the replay and once here (session 10's profile: a CUDA
