@@ -578,7 +578,7 @@ def _graph_ends(node_cum: np.ndarray, el_cum: np.ndarray, tn: float, te: float, 
     need = np.flatnonzero(el_cum.take(idx) >= te_x)
     del idx
     if need.size:
-        yn[need] = np.minimum(yn[need], np.searchsorted(el_cum, te_x[need], side="left"))
+        yn[need] = np.minimum(yn[need], _first_reach(el_cum, te_x[need]))
     np.minimum(yn, total, out=yn)
     # at least x + 1: already so where the limits are positive and no cumulative sum absorbs them (then none
     # smaller does either); else taken explicitly
@@ -610,7 +610,7 @@ def _g_range(node_cum: np.ndarray, el_cum: np.ndarray, tn: float, te: float, tot
     te_x = el_cum[a:b + 1] + te
     need = np.flatnonzero(el_cum.take(g - 1) >= te_x)
     if need.size:
-        g[need] = np.minimum(g[need], np.searchsorted(el_cum, te_x[need], side="left"))
+        g[need] = np.minimum(g[need], _first_reach(el_cum, te_x[need]))
     np.minimum(g, total, out=g)
     np.maximum(g, np.arange(a + 1, b + 2), out=g)
     return np.append(g, total) if t == total else g
@@ -632,7 +632,7 @@ def _max_window(node_cum: np.ndarray, el_cum: np.ndarray, tn: float, te: float, 
     monotonically in each operand, so no op's float exceeds its block's. Blocks whose bound is at most the best found
     are skipped (on a gated-DeltaNet call ~85% of them: one layer's worth of windows is the maximum), the others
     computed op by op as before. Why: a GDN bucket bound walked all ~500k ops of its top call (session 12)."""
-    if total < _WINDOW_BLOCKED or not rising:
+    def every_op() -> float:
         G = _graph_ends(node_cum, el_cum, tn, te, total)
         # G applied ``steps`` times by squaring (compositions of one map: the same positions as one at a time)
         ends, e, P = None, steps, G
@@ -647,6 +647,9 @@ def _max_window(node_cum: np.ndarray, el_cum: np.ndarray, tn: float, te: float, 
         w -= upto[:-1]
         w += carried
         return float(np.max(w))
+
+    if total < _WINDOW_BLOCKED or not rising:
+        return every_op()
     B = _WINDOW_BLOCK
     lo = np.arange(0, total, B)
     hi = np.minimum(lo + B, total) - 1
@@ -670,12 +673,19 @@ def _max_window(node_cum: np.ndarray, el_cum: np.ndarray, tn: float, te: float, 
         return float(np.max(w))
 
     first = int(np.argmax(ub))
+    if int(tail[first]) - int(lo[first]) > total // 4:
+        return every_op()  # windows as long as the call (graphs ended by elements over few nodes): nothing to skip
     best = blocks(first, first)
     ub[first] = -np.inf
     cand = np.flatnonzero(ub > best)
     if cand.size:
         cuts = np.flatnonzero(np.diff(cand) > 1) + 1  # runs of consecutive blocks: one range each
-        for run in np.split(cand, cuts):
+        runs = np.split(cand, cuts)
+        # each run's graph ends are searched from its first op to its last block's tail: past about the ops of the
+        # call, every op at once is cheaper
+        if sum(int(tail[r[-1]]) - int(lo[r[0]]) for r in runs) > total // 2:
+            return max(best, every_op())
+        for run in runs:
             m = blocks(int(run[0]), int(run[-1]))
             if m > best:
                 best = m
