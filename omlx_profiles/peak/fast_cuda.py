@@ -594,8 +594,11 @@ def _g_at(node_cum: np.ndarray, el_cum: np.ndarray, tn: float, te: float, total:
     inner = xs < total
     x = xs[inner]
     yn = np.searchsorted(node_cum, node_cum[x] + tn, side="left")
-    ye = np.searchsorted(el_cum, el_cum[x] + te, side="left")
-    out[inner] = np.maximum(np.minimum(np.minimum(yn, ye), total), x + 1)
+    te_x = el_cum[x] + te
+    need = np.flatnonzero(el_cum.take(np.maximum(yn - 1, 0)) >= te_x)  # elements end it first (``_graph_ends``)
+    if need.size:
+        yn[need] = np.minimum(yn[need], np.searchsorted(el_cum, te_x[need], side="left"))
+    out[inner] = np.maximum(np.minimum(yn, total), x + 1)
     return out
 
 
