@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from omlx_profiles import Estimator, load_registry
 from omlx_profiles.peak import fast_cuda_prefix
-from omlx_profiles.peak.fast_cuda_prefix import CudaPrefix, cuda_prefix_for
+from omlx_profiles.peak.fast_cuda_prefix import CudaCounts, CudaPrefix, cuda_prefix_for
 from omlx_profiles.peak.prefill import Request, prefill_peak
 
 REG = load_registry([])
@@ -86,14 +86,32 @@ def test_fits_after_a_prefix_decides_at_the_reported_total_without_a_replay(monk
     assert calls == []
 
 
-def test_models_without_a_prefix_bound_keep_the_exact_envelope():
-    """Recurrent layers (qwen3.5's gated-DeltaNet: its items change structure with the query count) and other
-    backends have no cells: ``None``, and the report is the exact envelope as before (monotone across blocks only)."""
+def test_recurrent_models_take_per_count_tables_other_backends_none():
+    """Recurrent layers (qwen3.5's gated-DeltaNet: its items change structure with nearly every query count, so the
+    query buckets split at every count) take ``CudaCounts`` since session 12: one table per query count a request
+    makes, cumulative in the offset (the property and the pinned case: tests/test_properties_api.py); other backends
+    have no cells (``None``)."""
     for name in ("qwen3.5-35b-a3b", "lfm2-1.2b"):
-        assert cuda_prefix_for(REG.resolve(name).profile, "cuda", None, None, False, 512) is None
+        assert isinstance(cuda_prefix_for(REG.resolve(name).profile, "cuda", None, None, False, 512), CudaCounts)
     assert cuda_prefix_for(REG.resolve("llama-3.2-1b-instruct").profile, "metal", None, None, False, 512) is None
     cp = cuda_prefix_for(REG.resolve("llama-3.2-1b-instruct").profile, "cuda", None, None, False, 512)
     assert isinstance(cp, CudaPrefix)
+
+
+def test_per_count_tables_bound_every_call_and_grow_with_the_offset():
+    """``CudaCounts`` directly (qwen3.5-35b-a3b, chunk 52): each table is non-decreasing in the offset, and ``U(n, c)``
+    is above the exact replay at prefixes where the replay itself falls (1,078 -> 1,091 cached, chunk 52: the
+    transient falls 0.4% there, tests/test_compat_properties.py)."""
+    p = REG.resolve("qwen3.5-35b-a3b").profile
+    cc = cuda_prefix_for(p, "cuda", None, None, False, 52)
+    offs = (1, 52, 255, 256, 257, 1078, 1091, 3000)
+    for q in (0, 1, 7, 52):
+        t = cc.table(q)
+        row = [t.last_bound(o) if q == 0 else t.call_bound(q, o) for o in offs]
+        assert row == sorted(row), (q, row)
+    for c in (1065, 1078, 1091, 1104):
+        for n in (1, 2, 8, 53, 60):
+            assert cc.upper(n, c) >= exact("qwen3.5-35b-a3b", n, 52, c), (c, n)
 
 
 def test_a_cell_bounds_every_call_in_it_and_the_table_is_cumulative():
