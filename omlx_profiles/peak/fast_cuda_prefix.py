@@ -94,8 +94,6 @@ class CudaPrefix:
                  q: int | None = None, last: bool = True):
         validate_profile(profile)
         kinds = {e.kind for lt in profile.layer_types.values() for e in lt.entries}
-        if "chunked" in kinds:
-            raise UnsupportedError("chunked attention: no CUDA prefix bound")
         if "state" in kinds and not exact_q:
             # a recurrent layer's items change structure with the query count (gated-DeltaNet spans, conv views):
             # cells hold for qwen3.5 at chunk 52, but cost about a minute to build -- not done (the exact envelope).
@@ -200,6 +198,8 @@ class CudaPrefix:
             g.append(("grow",))
         for W in sorted({e.window for lt in self.p.layer_types.values() for e in lt.entries if e.kind == "sliding"}):
             g.append(("sliding", W))
+        # a chunked cache (llama4) grows from min(offset, chunk): its own phase, in any call (session 12)
+        g.extend(("chunked", C) for C in self.model.chunks)
         return g
 
     # -- one cell -----------------------------------------------------------------------------------
@@ -216,6 +216,11 @@ class CudaPrefix:
         out = [("upper", frozenset())]
         if any(g[0] == "grow" for g in self.groups) and self.R >= q_lo:
             out.append(("fit", frozenset()))
+        chunked = [g for g in self.groups if g[0] == "chunked"]
+        if chunked and self.R >= q_lo:
+            # a multi-token call's chunked caches fit in place or grow whatever the full caches do (``_call``)
+            out = [(mode, frozenset(chunked[b] for b in range(len(chunked)) if mask >> b & 1))
+                   for mode, _ in out for mask in range(1 << len(chunked))]
         return out
 
     def _call(self, Q: int, off: int, mode: str, inplace: frozenset):
@@ -224,6 +229,13 @@ class CudaPrefix:
         m = self.model
         S = self.S
         steps, hold, _ = m._steps(Q, S, off, mode)  # "last": Q is the call before it (its sliding rows)
+        if m.chunks and mode == "fit":
+            # the full caches fit; the chunked ones grow unless in ``inplace``: their steps and the held bytes
+            # (every cache's rows and growth at most) are the grow layout's
+            up, hold, _ = m._steps(Q, S, off, "upper")
+            steps = {name: tuple(u if lt_e.kind == "chunked" else st for st, u, lt_e in
+                                 zip(stps, up[name], self.p.layer_types[name].entries))
+                     for name, stps in steps.items()}
         if inplace:
             steps = {name: tuple(_in_place(st, lt_e, inplace) for st, lt_e in zip(stps, self.p.layer_types[name].entries))
                      for name, stps in steps.items()}
@@ -275,6 +287,14 @@ class CudaPrefix:
                         row.append(EntryStep(e.kind, off + qq, off + qq, off + qq))
                     else:
                         row.append(EntryStep(e.kind, off, off + G, off + qq, zero_rows=G))
+                elif e.kind == "chunked":
+                    # at least min(offset, chunk) rows after the trim, the call's keys on top; a grow adds at least
+                    # 256 * ceil(q / 256) zero rows (``peak.fast_lines.CallModel._steps``)
+                    o2 = min(off, e.chunk)
+                    if ("chunked", e.chunk) in inplace:
+                        row.append(EntryStep("chunked", o2 + qq, o2 + qq, o2 + qq))
+                    else:
+                        row.append(EntryStep("chunked", o2, o2 + G, o2 + qq, zero_rows=G))
                 elif e.kind == "sliding":
                     # a rotating buffer holds at least min(offset, window - 1) rows before a call (a multi-token
                     # call keeps min(rows, window - 1) and adds its own; a one-token call grows from offset ==
@@ -493,6 +513,8 @@ def _in_place(st, e, inplace: frozenset):
     if e.kind in GROWING and ("grow",) in inplace:
         return replace(st, new_rows=st.old_rows, zero_rows=0, trim_rows=0)
     if e.kind == "sliding" and ("sliding", e.window) in inplace:
+        return replace(st, new_rows=st.old_rows, zero_rows=0, trim_rows=0)
+    if e.kind == "chunked" and ("chunked", e.chunk) in inplace:  # any call's (``_configs``)
         return replace(st, new_rows=st.old_rows, zero_rows=0, trim_rows=0)
     return st
 
