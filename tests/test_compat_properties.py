@@ -85,7 +85,7 @@ def test_request_memory_nonnegative_and_monotone_in_the_prefix(name, backend, ne
     bounds (not CUDA: the exact model, whose graph commits move with the length)."""
     m = monitor(name, backend)
     if (m._fast.exact_only and not applies(m._fast)) or (cached + more + new) // chunk > 3000:
-        return  # CUDA after a prefix (tests/test_fits_cuda_prefix.py), chunked attention
+        return  # CUDA after a prefix: tests/test_fits_cuda_prefix.py, tests/test_properties_api.py (its CPU cost)
 
     def held(c):
         return m.estimate_resident_kv_bytes(c, chunk_tokens=chunk) + m.estimate_prefill_peak_bytes(new, chunk,

@@ -86,6 +86,20 @@ def test_fits_after_a_prefix_decides_at_the_reported_total_without_a_replay(monk
     assert calls == []
 
 
+def test_the_api_and_the_facade_share_one_table():
+    """``prefix_table`` keeps the tables by what they depend on: the API's ``Estimator`` and the oMLX facade of the
+    same model read one table (each built its own before session 12: seconds each for a first request)."""
+    from omlx_profiles.compat import MemoryMonitor
+
+    p = REG.resolve("llama-3.2-1b-instruct").profile
+    e = Estimator(p)
+    assert e.total_bytes(Request(3000 + 454, cached=3000, chunk=700), 0, "cuda") > 0
+    m = MemoryMonitor(None, eviction_enabled=False, backend="cuda", max_memory=2**36)
+    m.set_profile(REG.resolve("llama-3.2-1b-instruct").profile)
+    assert m.estimate_prefill_peak_bytes(454, 700, cached_tokens=3000) > 0
+    assert m._mono._prefix_fit(700) is e._cuda_prefix(Request(2, chunk=700), "cuda", None, None, False)
+
+
 def test_recurrent_models_take_per_count_tables_other_backends_none():
     """Recurrent layers (qwen3.5's gated-DeltaNet: its items change structure with nearly every query count, so the
     query buckets split at every count) take ``CudaCounts`` since session 12: one table per query count a request
@@ -139,7 +153,7 @@ def test_cells_do_not_depend_on_what_was_asked_first():
     built step by step answer the same (so the report of a request does not depend on the process's history)."""
     p = REG.resolve("llama-3.2-1b-instruct").profile
     a = cuda_prefix_for(p, "cuda", None, None, False, 256)
-    b = cuda_prefix_for(p, "cuda", None, None, False, 256)
+    b = CudaPrefix(a.p, a.kr, a.S, a.dtype, a.nax, a.kv_scale, a.worst)  # a second table (cuda_prefix_for shares one)
     far = a.upper(300, 9000)
     for c in range(1, 9001, 1500):
         b.upper(300, c)

@@ -22,7 +22,8 @@ prefix 0..1M, wherever the fast path has bounds (cpu / metal, a ``bound`` basis 
 CUDA, chunked attention or a gated-DeltaNet on cpu, which answer the exact model only: ``bounded``); on CUDA without a prefix, in the
 prompt (``cuda_bounded``: the bucket bounds of ``peak.fast_cuda``; not a gated-DeltaNet); on CUDA after a prefix, in the
 prompt and the prefix (``peak.fast_cuda_prefix``: a dense GQA drawn here), a gated-DeltaNet in the prefix (per-count
-tables, session 12: ``test_a_gated_deltanet_on_cuda_is_monotone_in_the_prefix``). The truth itself is not monotone off whole KV steps
+tables, session 12: ``test_a_gated_deltanet_on_cuda_is_monotone_in_the_prefix``); chunked attention in the prefix on every
+backend (session 12: ``test_chunked_attention_is_monotone_in_the_prefix``). The truth itself is not monotone off whole KV steps
 (measured on a real mlx-lm model: test_properties_live.py): the envelope is above it there, never below.
 """
 from __future__ import annotations

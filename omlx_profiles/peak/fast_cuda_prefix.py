@@ -44,9 +44,11 @@ cells make ``B`` non-decreasing by construction.
 Cost: the cells up to an offset are built the first time a request reaches it (``prepare``: to the model's context);
 then a request is a few bisections. Not covered by the query buckets: recurrent layers (gated-DeltaNet, conv state:
 their items change structure with nearly every query count; qwen3.5 at chunk 52 builds, in about a minute) -- those
-take ``CudaCounts`` (one table per query count a request makes, session 12: ``prefix_table``); not covered at all
-(``None``: the exact envelope answers): chunked attention, any model whose items change structure too often inside
-an offset range (``MAX_SPLITS``).
+take ``CudaCounts`` (one table per query count a request makes, session 12: ``prefix_table``). Chunked attention
+(llama4's ChunkedKVCache) is covered since session 12: its cache grows from min(offset, chunk) on a phase of its
+own, so its grow / in-place layouts are enumerated apart from the full caches' (``_groups``, ``_configs``). Not
+covered (``None``: the exact envelope answers): a recurrent model with a sliding window or chunked attention, any
+model whose items change structure too often inside an offset range (``MAX_SPLITS``).
 """
 from __future__ import annotations
 
@@ -542,11 +544,33 @@ def prefix_table(profile: Profile, routes: KernelRoutes, chunk: int, dtype: str 
                  worst: str | None) -> "CudaPrefix | CudaCounts":
     """``U_cuda(n, c)`` after a prefix for this chunk size: ``CudaPrefix`` (query buckets), or where its buckets
     cannot hold (a recurrent layer: its items change structure with nearly every query count) ``CudaCounts`` (one
-    table per query count a request makes). Raises ``UnsupportedError`` where neither applies (chunked attention)."""
+    table per query count a request makes). Raises ``UnsupportedError`` where neither applies (a recurrent model with
+    a sliding window or chunked attention).
+
+    Shared: the API (``Estimator``) and the oMLX facade (``MonotonePeak``) of one model each asked for the same table
+    and built it twice (seconds each; session 11's note); tables are kept here by what they depend on (the profile's
+    shape, the kernel table, chunk, dtype, NAX, KV width, worst case), ``KEEP_SHARED`` of them."""
+    from .call import activation_dtype
+    from .fast_cuda import _shape_key
+
+    dt = activation_dtype(profile, dtype)[0]  # ``None`` and the profile's own dtype build the same table
+    key = (_shape_key(profile), routes.backend, id(routes.table), chunk, dt, nax, float(kv_scale), worst)
+    hit = _SHARED.get(key)
+    if hit is not None and hit[0] is routes.table:
+        return hit[1]
     try:
-        return CudaPrefix(profile, routes, chunk, dtype, nax, kv_scale, worst)
+        t = CudaPrefix(profile, routes, chunk, dtype, nax, kv_scale, worst)
     except UnsupportedError:
-        return CudaCounts(profile, routes, chunk, dtype, nax, kv_scale, worst)
+        t = CudaCounts(profile, routes, chunk, dtype, nax, kv_scale, worst)
+    if len(_SHARED) >= KEEP_SHARED:
+        del _SHARED[next(iter(_SHARED))]
+    _SHARED[key] = (routes.table, t)
+    return t
+
+
+#: ``prefix_table``'s tables (oldest first out): a process serving a few models at a few chunk sizes keeps them all.
+KEEP_SHARED = 32
+_SHARED: dict = {}
 
 
 class CudaCounts:

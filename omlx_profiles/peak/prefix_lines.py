@@ -1,6 +1,7 @@
 """After a cached prefix, an upper bound of the total for a model whose fast path answers the exact model only on a
-backend without graph commits (a gated-DeltaNet hybrid on CPU / Metal: ``FastPeak._shapeless``), monotone in the
-prefix.
+backend without graph commits (a gated-DeltaNet hybrid on CPU / Metal: ``FastPeak._shapeless``; chunked attention
+since session 12: llama-4-scout's report fell 3.5% on Metal between 8,189 and 8,196 cached, 100 new tokens in
+chunks of 256, where its ChunkedKVCache starts trimming), monotone in the prefix.
 
 Why: the exact total falls with the prefix where the full-attention caches' 256-row copy moves with the alignment
 (qwen3.5-35b-a3b on CPU, one new token, chunk 512: 102,144 cached 2,374,701,370 B, 102,145 cached 2,176,563,936 B,
