@@ -160,17 +160,24 @@ def deltanet_recurrence_items(S: int, d: StateDims, nvdv: int, act: int, held: i
     Items: ``DELTANET_SPANS`` chain spans, then as many readout spans, then the stack. Each span hands the
     next one everything still alive (``carry``, one item on): ``held`` (what the loop reads: q, k, v, g,
     beta, and z's in_proj buffer), the states written so far and not yet read out, the ``y``s so far.
-    Within a span its bytes are what the steps allocate: a chain step its new state and two state-sized
-    temporaries (``state * decay``, ``k * delta``: inputs of the step's kernels, so held while its graph is
-    in flight), a readout its ``state * q`` product and ``y`` (fp32 sum, cast).
+    Within a span its bytes are what the steps allocate: a chain step three state-sized fp32 buffers
+    (``CHAIN_STATES``: ``state * k``, the new state, ``new state * q``; the decay product ``state * decay`` takes the
+    previous step's new state's buffer, which nothing else references: donated) and its small fp32 arrays (k cast
+    to fp32, kv_mem, delta), all inputs of its graph's kernels so held while the graph is in flight; a readout its
+    ``state * q`` product and ``y`` (fp32 sum, cast). The chain's carry also holds the previous step's state and,
+    on a graph-commit executor, one chain graph's inputs for the completion overlap
+    (``GraphCommit.completion_overlap_graphs``: the host woken by a finished graph encodes the next before the worker
+    drops the finished one's temporaries; the chain's small graphs complete every few ms, so that race is run
+    hundreds of times per layer).
 
-    Known over-count (session 11, not changed): graph DOT dumps of Qwen3-Next on the H200
-    (results/dots_s11d_qwen3-next-80b-a3b-8l-64e.*) confirm 6 kernels per chain step (a copy, two broadcast
-    multiplies, the row reduction, the compiled delta, and a compiled kernel with two fp32 state-sized outputs), so
-    the graph count is right; but every trace with 11 graphs in flight grows 102.5-104.5 MiB per 101-kernel chain
-    graph (~3.1 states per step) where these items charge 134.7 (4 per step): Qwen3-Next 8k / step 512 is 1.162 of
-    its measured peak. Charging 3 per step puts 9 GDN points of 5 shapes under 1.00 (lowest 0.969), so which buffer is
-    not alive is not settled; the shape stays ``band: unknown``."""
+    Session 12 (s12-cuda, run_s12cuda1.sh, predictions first): session 11's dumps show 6 kernels per chain step
+    (the k copy, two broadcast multiplies, the row reduction, the compiled delta, a compiled kernel with two fp32
+    state-sized outputs); the traces ramp 102.5-104.5 MiB per 101-kernel chain graph with no completion between
+    (Qwen3-Next, 2 MiB states: 16.8 steps x 3.05 states) and 154-157 MiB (Qwen3.5, 3 MiB states): three fresh
+    states per step, not four (the fourth was session 11's 1.162 at 8k / step 512). The rest of what the fourth
+    covered at 8 layers is the conv inputs held to the end of the call (``deferred_conv_bytes``): with both, every
+    gated-DeltaNet CUDA shape is 1.019-1.058 of its highest measured peak (8 layers, a 16-layer cut, and 1.149 idle
+    for the whole Qwen3.5-27B, where main's items were under: 0.978)."""
     st_b = d.ssm_elems * 4
     y_b = nvdv * act
     # a step's small fp32 arrays: k cast to fp32 (the copy kernel), kv_mem and delta (inputs of its graph's kernels)
@@ -302,9 +309,10 @@ def deferred_conv_bytes(p: Profile, q_len: int, act: int) -> int:
     the memory at the end of each layer's state chain climbs by 64 / 32 / 16 MiB per gated-DeltaNet layer at
     chunks of 4096 / 2048 / 1024 (that layer's (3+S) x 8192 bf16 concatenation), and the next chunk starts
     from the caches alone (28 MiB before chunk 2 at step 4096). Charged for every state layer of the model at
-    once (exact from the last state layer on; earlier layers hold fewer)."""
+    once (exact from the last state layer on; earlier layers hold fewer). Only the mixers this module itemizes
+    (``mixer``); a family with conv-only state layers keeps its own model."""
     tr = traits_of(p.mlx_model_type)
-    if q_len <= 1 or tr.conv_state != "contiguous":
+    if q_len <= 1 or tr.conv_state != "contiguous" or tr.mixer == "none":
         return 0
     total = 0
     counts: dict[str, int] = {}
