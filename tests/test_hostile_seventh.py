@@ -187,3 +187,35 @@ def test_chart_refuses_unknown_weights_before_any_point(workdir):
     assert_clean_failure(r, EXIT_USAGE, "gpt-oss-20b", "unknown", "--weights")
     assert time.process_time() - t0 < 1.0, time.process_time() - t0
     assert_nothing_written(workdir, set())
+
+
+# --------------------------------------------------------------------------------------------------
+# one contract for a cached prefix (session 12): 0 is "no prefix" at the CLI as in the API and the facade (the
+# CLI refused `--cached 0`, "must be at least 1 token", while its own default and the API took 0); a negative
+# count is refused by all three, naming the argument
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("argv", [["estimate", MODEL, "--tokens", "3000"], ["fit", MODEL, "--budget", "24GiB"],
+                                  ["estimate", MODEL, "--tokens", "3000", "--ranks", "2", "--parallel", "tensor"]],
+                         ids=["estimate", "fit", "sharded"])
+def test_cached_zero_is_no_prefix_in_cli_and_api(argv, est, workdir):
+    tail = ["--backend", "cpu", "--json"]
+    zero, none = run_main(*argv, "--cached", "0", *tail), run_main(*argv, *tail)
+    assert zero.code == none.code == 0, zero.err
+    assert zero.out == none.out
+    if argv[0] == "estimate" and "--ranks" not in argv:  # the API's cached=0 is the CLI's number
+        assert json.loads(zero.out)["peak_bytes"] == est.prefill_peak(Request(3000, cached=0), backend="cpu").peak_bytes
+    for bad in ("-1", "1.5"):
+        assert_clean_failure(run_main(*argv, "--cached", bad, *tail), EXIT_USAGE, "--cached")
+
+
+def test_a_negative_prefix_is_a_typed_error_in_the_api_and_the_facade(est):
+    from omlx_profiles.compat.monitor import MemoryMonitor
+
+    with pytest.raises(InputError, match="cached"):
+        Request(3000, cached=-1)
+    with pytest.raises(InputError, match="cached"):
+        est.max_tokens(24 << 30, cached=-1, backend="cpu")
+    assert est.max_tokens(24 << 30, cached=0, backend="cpu") == est.max_tokens(24 << 30, backend="cpu")
+    m = MemoryMonitor(64 << 30)
+    with pytest.raises(ValueError, match="kv_len"):
+        m.estimate_chunk_transient_bytes(512, -1)

@@ -30,10 +30,11 @@ def register(sub) -> None:
                    help=f"quantized_kv_start (default {DEFAULT_QUANTIZED_KV_START}, mlx-lm's)")
     add_weights_args(p)  # --weights-bits, --weights, --reserve
     # prefill peak (issue 5)
-    from .common import size_arg
+    from .common import cached_arg, size_arg
 
-    p.add_argument("--cached", type=tokens_arg, default=0, metavar="N",
-                   help="tokens of the prompt already in the cache (prefix cache): they widen attention, add no KV")
+    p.add_argument("--cached", type=cached_arg, default=0, metavar="N",
+                   help="tokens of the prompt already in the cache (prefix cache): they widen attention, add no KV "
+                        "(default 0: none)")
     p.add_argument("--backend", choices=("metal", "cuda", "cpu"),
                    help="MLX backend whose kernels run the prefill (default metal)")
     p.add_argument("--mlx-version", metavar="V", help="MLX version: picks the kernel routes (default: the newest table)")

@@ -148,6 +148,17 @@ def tokens_arg(text: str) -> int:
     return v
 
 
+def cached_arg(text: str) -> int:
+    """A cached prefix: 0 (the default) is "no prefix", as in the Python API (``Request(cached=0)``) and the
+    oMLX facade (``cached_tokens=0``), so a script can pass ``--cached $N`` for any N the API takes; only a
+    negative or unreadable count is refused. (It shared ``tokens_arg``, which refused 0: one contract for the
+    same number, in docs/errors.md.)"""
+    try:
+        return parse_tokens(text)
+    except InputError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def size_arg(text: str) -> int:
     try:
         return parse_size(text)
@@ -182,8 +193,8 @@ def add_weights_args(p: argparse.ArgumentParser) -> None:
 def add_request_args(p: argparse.ArgumentParser) -> None:
     """The request shape shared by fit and chart (estimate has the same flags)."""
     p.add_argument("--chunk", type=positive_int_arg, default=2048, help="prefill step size (default 2048, mlx-lm's)")
-    p.add_argument("--cached", type=tokens_arg, default=0, metavar="N",
-                   help="tokens already in the cache (prefix cache): widen attention, add no KV (default 0)")
+    p.add_argument("--cached", type=cached_arg, default=0, metavar="N",
+                   help="tokens already in the cache (prefix cache): widen attention, add no KV (default 0: none)")
     p.add_argument("--backend", choices=("metal", "cuda", "cpu"), help="MLX backend whose kernels run the prefill")
     p.add_argument("--mlx-version", metavar="V", help="MLX version (kernel routes change between versions)")
     add_weights_args(p)

@@ -324,7 +324,7 @@ def api_calls():
         for backend in ("cpu", "metal", "cuda"):
             for tokens, cached in ((8192, 0), (8192, 4096)):
                 def same(label, got, name=name, backend=backend, tokens=tokens, cached=cached):
-                    pre = ["--cached", str(cached)] if cached else []  # --cached 0 is a usage error
+                    pre = ["--cached", str(cached)]  # 0 is "no prefix", as in the API (session 12)
                     res = run(["estimate", name, "--tokens", str(tokens + cached), *pre, "--backend", backend,
                                "--json"], cpu=30)
                     j = _json(res[1])
