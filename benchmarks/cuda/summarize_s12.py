@@ -1,5 +1,5 @@
-"""Session 12 (s12-cuda) calibration files from the run-1 traces: ``--write`` regenerates
-profiles/calibration/cuda/h200-mlx-0.32.4-s12-gdn-stalled.yaml (results/commits_s12stall.json) and
+"""Session 12 (s12-cuda) calibration files from the run-1 / run-2 traces: ``--write`` regenerates
+profiles/calibration/cuda/h200-mlx-0.32.4-s12-gdn-stalled.yaml (results/commits_s12stall{,2,3}.json) and
 -s12-gdn-idle.yaml (results/commits_s12idle.json). Peaks: the trace's MiB figures (0.1 MiB resolution) in bytes."""
 from __future__ import annotations
 
@@ -43,11 +43,13 @@ def points(path: Path, cond: str) -> list[str]:
 
 
 def main() -> int:
-    for cond, src in (("stalled", "commits_s12stall.json"), ("idle", "commits_s12idle.json")):
+    for cond, srcs in (("stalled", ("commits_s12stall.json", "commits_s12stall2.json", "commits_s12stall3.json")),
+                       ("idle", ("commits_s12idle.json",))):
         text = f"""# yaml-language-server: $schema=../../../schema/v1/calibration.schema.json
 # Prefill peaks measured on a real MLX allocator (CUDA), for estimator tests.
-# Issue 14 (session 12, s12-cuda: benchmarks/cuda/run_s12cuda1.sh; predictions committed first:
-#   benchmarks/cuda/predictions-s12-cuda.md, results/s12cuda_predictions_before_run.json).
+# Issue 14 (session 12, s12-cuda: benchmarks/cuda/run_s12cuda1.sh, run_s12cuda2.sh; predictions committed first:
+#   benchmarks/cuda/predictions-s12-cuda.md, results/s12cuda_predictions_before_run.json, s12cuda2_predictions_before_run.json). Run 2's whole
+#   Qwen3.5-27B stalled its gated-DeltaNet steps every 32nd step (48 layers), the others every 8th.
 {HEAD[cond]}
 # CUT TO FIT as in h200-mlx-0.32.4-s6.yaml (random bf16 weights at real widths; qwen3-next-80b-a3b-16l-64e: the first
 #   16 layers). qwen3.5-27b: the whole model (64 layers, 48 gated-DeltaNet).
@@ -60,7 +62,7 @@ dtype: bfloat16
 batch: 1
 cached_tokens: 0
 points:
-""" + "\n".join(points(HERE / "results" / src, cond)) + "\n"
+""" + "\n".join(x for src in srcs for x in points(HERE / "results" / src, cond)) + "\n"
         dest = REPO / "profiles/calibration/cuda" / f"h200-mlx-0.32.4-s12-gdn-{cond}.yaml"
         if "--write" in sys.argv:
             dest.write_text(text)
