@@ -219,60 +219,119 @@ def graph_ends(items: list[Item], max_nodes: int, max_mega_elements: int, act: i
     (``node_count_ > max_ops``) or past ``max_mega_elements`` Mi-elements of kernel inputs
     (``(bytes_in_graph_ >> 20) > max_mb``; ``set_input_array`` adds ``data_size()``, elements not bytes,
     once per kernel that reads the array). An item's nodes and input elements are spread evenly over its
-    ops. The encoding of a chunk ends with a commit (``finalize``)."""
+    ops. The encoding of a chunk ends with a commit (``finalize``).
+
+    Speed (the CUDA replay's inner loop: golden's and every CUDA request's CPU): a call's layers share their
+    item objects, so each distinct item's per-op counts are worked out once (``_commit_counts``); an item that
+    ends no graph (its whole nodes and elements keep both counters below their limits, with a margin far above
+    rounding) is added in one step, with the same float additions the op-by-op walk makes for it
+    (``need * npo`` with ``need = ops``); every other item takes the walk (``_commit_walk``)."""
     el_limit = (max_mega_elements + 1) << 20
+    node_limit = max_nodes + 1 - 1e-9
+    node_safe = max_nodes + 1 - _COMMIT_MARGIN  # below it the walk's ``need`` is the whole item, no limit reached
     ends: list[float] = []
     pos = 0.0
     n_nodes = 0.0
     n_el = 0.0
+    memo: dict[int, tuple] = {}
+    get = memo.get
     for it in items:
-        ops = max(1, it.ops)
-        nodes = it.nodes if it.nodes >= 0 else it.ops
-        per_op = it.elems if isinstance(it.elems, tuple) and len(it.elems) == ops else None
-        even = 0.0 if per_op else (it.elems or it.bytes // max(act, 1)) / ops
-        npo = nodes / ops
-        left = ops
-        while left > 0:
-            if per_op:  # elements given per op: one op at a time
-                need, epo = 1, per_op[ops - left]
-            else:  # spread evenly: jump straight to the op that crosses a limit
-                need, epo = left, even
-                if npo > 0:
-                    need = min(need, max(1, ceil((max_nodes + 1 - n_nodes) / npo - 1e-9)))
-                if epo > 0:
-                    need = min(need, max(1, ceil((el_limit - n_el) / epo - 1e-9)))
-            n_nodes += need * npo
-            n_el += need * epo
-            pos += need
-            left -= need
-            if n_nodes >= max_nodes + 1 - 1e-9 or n_el >= el_limit:
-                ends.append(pos)
-                n_nodes = n_el = 0.0
+        c = get(id(it))
+        if c is None:
+            c = memo[id(it)] = _commit_counts(it, act)
+        ops, npo, even, per_op, whole_n, whole_e = c
+        if per_op is None:
+            nn = n_nodes + whole_n
+            ne = n_el + whole_e
+            if nn < node_safe and ne < el_limit:
+                n_nodes, n_el = nn, ne
+                pos += ops
+                continue
+        pos, n_nodes, n_el = _commit_walk(ends, ops, npo, even, per_op, pos, n_nodes, n_el, max_nodes, node_limit,
+                                          el_limit)
     if not ends or ends[-1] < pos:
         ends.append(pos)
     return ends
 
 
+#: Nodes below the limit under which ``graph_ends`` adds an item in one step (far above float rounding: the walk's
+#: ``ceil(... - 1e-9)`` can only give the whole item there). tests/test_speed_paths.py sets it to infinity (every
+#: item walked) and compares.
+_COMMIT_MARGIN = 1e-6
+
+
+def _commit_counts(it: Item, act: int) -> tuple:
+    """One item's counts for ``graph_ends``: ``(ops, nodes per op, elements per op where spread evenly, elements per
+    op where given, the whole item's nodes and even elements as the walk adds them in one step)``."""
+    ops = max(1, it.ops)
+    nodes = it.nodes if it.nodes >= 0 else it.ops
+    per_op = it.elems if isinstance(it.elems, tuple) and len(it.elems) == ops else None
+    even = 0.0 if per_op else (it.elems or it.bytes // max(act, 1)) / ops
+    npo = nodes / ops
+    return ops, npo, even, per_op, ops * npo, ops * even
+
+
+def _commit_walk(ends: list, ops: int, npo: float, even: float, per_op, pos: float, n_nodes: float, n_el: float,
+                 max_nodes: int, node_limit: float, el_limit: int) -> tuple[float, float, float]:
+    """``graph_ends`` over one item op by op (or straight to the op that crosses a limit); appends the ends."""
+    left = ops
+    while left > 0:
+        if per_op:  # elements given per op: one op at a time
+            need, epo = 1, per_op[ops - left]
+        else:  # spread evenly: jump straight to the op that crosses a limit
+            need, epo = left, even
+            if npo > 0:
+                need = min(need, max(1, ceil((max_nodes + 1 - n_nodes) / npo - 1e-9)))
+            if epo > 0:
+                need = min(need, max(1, ceil((el_limit - n_el) / epo - 1e-9)))
+        n_nodes += need * npo
+        n_el += need * epo
+        pos += need
+        left -= need
+        if n_nodes >= node_limit or n_el >= el_limit:
+            ends.append(pos)
+            n_nodes = n_el = 0.0
+    return pos, n_nodes, n_el
+
+
 def split_ops(items: list[Item]) -> list[Item]:
     """Items with ``op_bytes`` as one item per op, so a window edge inside the item counts what each op
     really allocated. Each op's output stays alive until the item's last op has run (``carry``); the last
-    op keeps the item's own ``out`` / ``carry`` (its final output's consumer is the next item)."""
+    op keeps the item's own ``out`` / ``carry`` (its final output's consumer is the next item). Each distinct
+    item (a call's layers share theirs) is split once; its occurrences share the split items (equal values)."""
     out: list[Item] = []
+    memo: dict[int, list[Item] | None] = {}
+    get = memo.get
+    append, extend = out.append, out.extend
     for it in items:
-        n = max(1, it.ops)
-        if not it.op_bytes or len(it.op_bytes) != n or n == 1:
-            out.append(it)
-            continue
-        nodes = it.nodes if it.nodes >= 0 else it.ops
-        el = it.elems if isinstance(it.elems, tuple) and len(it.elems) == n else ((it.elems or 0) // n,) * n
-        for k, b in enumerate(it.op_bytes):
-            last = k == n - 1
-            if last:
-                out.append(Item(it.term, b, 1, 0, carry=it.carry, carry_items=it.carry_items,
-                                out=it.bytes if it.out < 0 else it.out, elems=el[k], nodes=nodes / n))
-            else:
-                out.append(Item(it.term, b, 1, 0, carry=b, carry_items=n - 1 - k, out=0, elems=el[k],
-                                nodes=nodes / n))
+        k = id(it)
+        parts = get(k, _UNSPLIT)
+        if parts is _UNSPLIT:
+            parts = memo[k] = _split_one(it)
+        if parts is None:
+            append(it)
+        else:
+            extend(parts)
+    return out
+
+
+_UNSPLIT = object()
+
+
+def _split_one(it: Item) -> list[Item] | None:
+    """``split_ops`` of one item: its per-op items, or ``None`` where it stays whole."""
+    n = max(1, it.ops)
+    if not it.op_bytes or len(it.op_bytes) != n or n == 1:
+        return None
+    nodes = it.nodes if it.nodes >= 0 else it.ops
+    el = it.elems if isinstance(it.elems, tuple) and len(it.elems) == n else ((it.elems or 0) // n,) * n
+    out = []
+    for k, b in enumerate(it.op_bytes):
+        if k == n - 1:
+            out.append(Item(it.term, b, 1, 0, carry=it.carry, carry_items=it.carry_items,
+                            out=it.bytes if it.out < 0 else it.out, elems=el[k], nodes=nodes / n))
+        else:
+            out.append(Item(it.term, b, 1, 0, carry=b, carry_items=n - 1 - k, out=0, elems=el[k], nodes=nodes / n))
     return out
 
 

@@ -368,11 +368,11 @@ class _Ops:
         v = self._memo.get(name)
         if v is None:
             if name == "upto":
-                v = np.concatenate(([0.0], np.cumsum(self.per_byte)))
+                v = _cum0(self.per_byte)
             elif name == "node_cum":
-                v = np.concatenate(([0.0], np.cumsum(self.per_node)))
+                v = _cum0(self.per_node)
             elif name == "el_cum":
-                v = np.concatenate(([0.0], np.cumsum(self.per_el)))
+                v = _cum0(self.per_el)
             elif name == "carried_op":
                 v = self.carried[self.owner]
             elif name == "item":
@@ -419,17 +419,29 @@ class _Ops:
         if np.any(diff & (self.special | b.special)) or np.any(ca > cb) or np.any(self.nodes > b.nodes + 1e-9):
             return None
         d = cb - ca
-        starts_a = np.concatenate(([0], np.cumsum(ca)))[:-1]
         item = b.cached("item")
         local = b.cached("local")
-        mask = local >= d[item]
-        ai = np.where(mask, starts_a[item] + local - d[item], 0)
-        same = ~diff[item]  # ops of items with one structure: this call's values at most b's, as ``below``
-        pna, pea, pba = self.per_node[ai], self.per_el[ai], self.per_byte[ai]
-        if np.any((pea > b.per_el) & same) or np.any((pba > b.per_byte) & same):
+        # per op of b: its op in this call (the item's start here + its index there - the ops this call lacks), 0
+        # where this call lacks it. In place, few arrays of the ops' length: a GDN call has ~500k ops, and each
+        # fresh array of that length costs as much as the arithmetic (session 12: 31 -> ~10 ms a bucket)
+        mask = local >= d.take(item)
+        ai = (np.concatenate(([0], np.cumsum(ca)))[:-1] - d).take(item)
+        ai += local
+        ai *= mask
+        same = ~diff.take(item)  # ops of items with one structure: this call's values at most b's, as ``below``
+        lo_el = self.per_el.take(ai)
+        if np.any((lo_el > b.per_el) & same):
             return None
-        lo_nodes = np.where(mask, np.minimum(pna, b.per_node), 0.0)
-        lo_el = np.where(mask, np.minimum(pea, b.per_el), 0.0)
+        pba = self.per_byte.take(ai)
+        if np.any((pba > b.per_byte) & same):
+            return None
+        del pba, same
+        off = ~mask
+        lo_nodes = self.per_node.take(ai)
+        np.minimum(lo_nodes, b.per_node, out=lo_nodes)
+        np.putmask(lo_nodes, off, 0.0)
+        np.minimum(lo_el, b.per_el, out=lo_el)
+        np.putmask(lo_el, off, 0.0)
         slack = 0.0
         if diff.any():
             # per-op bytes of a grows item (not special: even over its ops) here and in b
@@ -438,6 +450,64 @@ class _Ops:
             ex = np.where(diff, cb * np.maximum(ppa - ppb, 0.0), 0.0)
             slack = 2.0 * float(ex.max())
         return lo_nodes, lo_el, slack
+
+
+def _cum0(x: np.ndarray) -> np.ndarray:
+    """``np.concatenate(([0.0], np.cumsum(x)))`` in one array (the same sequential sums, one pass fewer)."""
+    out = np.empty(x.size + 1, dtype=np.float64)
+    out[0] = 0.0
+    np.cumsum(x, out=out[1:])
+    return out
+
+
+#: Keys per ``_first_reach`` block: each block's answers lie in a slice of ``cum`` about this long (plus a graph's
+#: width), whose binary search takes ~12 levels where the whole array's takes ~19 (2x faster at ~500k ops).
+_REACH_BLOCK = 4096
+
+
+def _first_reach(cum: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(cum, target, side="left")`` (the first ``y`` with ``cum[y] >= target[x]``) for a
+    NON-DECREASING ``target`` (``cum[:-1] + limit``: a float sum rounds monotonically in its addend), the same
+    integers: block by block, each block's keys searched in the slice of ``cum`` between its first and last
+    key's answers (all its answers lie there). Why: the graph-end searches were most of a CUDA bucket bound's
+    cost (a searchsorted over ~500k ops per key mispredicts ~19 levels; a slice of ~4k ops, ~12)."""
+    n = target.size
+    if n <= 2 * _REACH_BLOCK:
+        return np.searchsorted(cum, target, side="left")
+    out = np.empty(n, dtype=np.intp)
+    starts = np.arange(0, n, _REACH_BLOCK)
+    ends = np.minimum(starts + _REACH_BLOCK, n) - 1
+    lo = np.searchsorted(cum, target[starts], side="left").tolist()
+    hi = np.searchsorted(cum, target[ends], side="left").tolist()
+    for s, e, a, b in zip(starts.tolist(), ends.tolist(), lo, hi):
+        out[s:e + 1] = np.searchsorted(cum[a:b + 1], target[s:e + 1], side="left")
+        out[s:e + 1] += a
+    return out
+
+
+def _graph_ends(node_cum: np.ndarray, el_cum: np.ndarray, tn: float, te: float, total: int) -> np.ndarray:
+    """Per op ``x`` (and one past the last), the end of a graph that starts there (``G``, ``free_graph_window``):
+    the first op end whose nodes reach ``node_cum[x] + tn`` or whose input elements reach ``el_cum[x] + te``,
+    at least ``x + 1``, at most ``total``; exactly ``min(searchsorted(node), searchsorted(elements))``. The
+    elements' search runs only where they end the graph before the nodes do (``el_cum`` at the nodes' end - 1
+    already reaches the target): a few keys in a thousand on the models seen (most graphs end on nodes).
+    Few arrays of the ops' length, reused in place (each fresh one costs about what a pass over it does)."""
+    G = np.empty(total + 1, dtype=np.intp)
+    yn = G[:total]
+    yn[:] = _first_reach(node_cum, node_cum[:-1] + tn)
+    te_x = el_cum[:-1] + te
+    idx = yn - 1  # a positive limit: no op end at or before x reaches it, so yn >= 1 and yn - 1 indexes el_cum
+    need = np.flatnonzero(el_cum.take(idx) >= te_x)
+    del idx
+    if need.size:
+        yn[need] = np.minimum(yn[need], np.searchsorted(el_cum, te_x[need], side="left"))
+    np.minimum(yn, total, out=yn)
+    # at least x + 1: already so where the limits are positive and no cumulative sum absorbs them (then none
+    # smaller does either); else taken explicitly
+    if not (tn > 0 and te > 0 and node_cum[-1] + tn > node_cum[-1] and el_cum[-1] + te > el_cum[-1]):
+        np.maximum(yn, np.arange(1, total + 1), out=yn)
+    G[total] = total
+    return G
 
 
 def free_graph_window(items: list, max_nodes: int, max_mega_elements: int, inflight: int, act: int,
@@ -466,29 +536,31 @@ def free_graph_window(items: list, max_nodes: int, max_mega_elements: int, infli
     o = ops or _Ops(items, act)
     per_el = o.per_el if op_elems is None else op_elems
     total = int(o.per_node.size)
-    node_cum = o.cached("node_cum") if op_nodes is None else np.concatenate(([0.0], np.cumsum(op_nodes)))
-    el_cum = o.cached("el_cum") if op_elems is None else np.concatenate(([0.0], np.cumsum(per_el)))
+    node_cum = o.cached("node_cum") if op_nodes is None else _cum0(op_nodes)
+    el_cum = o.cached("el_cum") if op_elems is None else _cum0(per_el)
     upto = o.cached("upto")
     node_lim = max_nodes + 1 + 1e-6
     el_lim = float((max_mega_elements + 1) << 20) * (1 + 1e-9)
     # the first op end y > x whose graph from x reaches either limit (searchsorted: the first y with cum >= target)
-    yn = np.searchsorted(node_cum, node_cum[:-1] + node_lim, side="left")
-    ye = np.searchsorted(el_cum, el_cum[:-1] + el_lim, side="left")
-    G = np.minimum(np.minimum(yn, ye), total)
-    G = np.maximum(G, np.arange(1, total + 1))
-    G = np.append(G, total)
+    G = _graph_ends(node_cum, el_cum, node_lim, el_lim, total)
     # the end of the ``inflight + 1``-th graph from every op: G applied inflight + 1 times, by squaring (integer
     # compositions of one map: the same positions as applying it one at a time, in ~log2 of the gathers)
     ends, e, P = None, inflight + 1, G
     while True:
         if e & 1:
-            ends = P if ends is None else P[ends]
+            ends = P if ends is None else P.take(ends)
         e >>= 1
         if not e:
             break
-        P = P[P]
+        P = P.take(P)
     ends = ends[:-1]
-    best = float(np.max(upto[ends] - upto[:-1] + o.cached("carried_op"))) if total else 0.0
+    if total:
+        w = upto.take(ends)  # (upto[ends] - upto[:-1]) + carried, the same float operations, in place
+        w -= upto[:-1]
+        w += o.cached("carried_op")
+        best = float(np.max(w))
+    else:
+        best = 0.0
     # float sums of up to ~1e6 ops: a relative hair on top, and 1 B per item for the terms' rounding
     return int((best + slack) * (1 + 1e-12)) + 1 + o.m
 
@@ -525,7 +597,7 @@ def chain_graph_window(items: list, max_nodes: int, max_mega_elements: int, infl
     tol_n = 8 * float(np.spacing(max(node_cum[-1], 1.0))) + 1e-12
 
     def ends(per_el, high):
-        el_cum = np.concatenate(([0.0], np.cumsum(per_el)))
+        el_cum = _cum0(per_el)
         tol_e = 8 * float(np.spacing(max(el_cum[-1], el_lim)))
         if high:
             tn, te = max_nodes + 1 - 1e-9 + tol_n, el_lim + tol_e
@@ -534,10 +606,7 @@ def chain_graph_window(items: list, max_nodes: int, max_mega_elements: int, infl
             epo = float(np.max(per_el)) if total else 0.0
             tn = max_nodes + 1 - 1e-9 * max(1.0, npo) - tol_n
             te = el_lim - 1e-9 * max(1.0, epo) - tol_e
-        yn = np.searchsorted(node_cum, node_cum[:-1] + tn, side="left")
-        ye = np.searchsorted(el_cum, el_cum[:-1] + te, side="left")
-        G = np.maximum(np.minimum(np.minimum(yn, ye), total), np.arange(1, total + 1))
-        return np.append(G, total)
+        return _graph_ends(node_cum, el_cum, tn, te, total)
 
     g_lo, g_hi = ends(o.per_el, False), ends(op_elems, True)
     cmax = o.cached("carried_op")
@@ -546,12 +615,29 @@ def chain_graph_window(items: list, max_nodes: int, max_mega_elements: int, infl
         L.append(int(g_lo[L[-1]]))
         H.append(int(g_hi[H[-1]]))
     best = 0.0
-    for g in range(len(L) - 1):  # graph g: from start g - inflight to end g (position g + 1)
-        s = max(0, g - inflight)
-        lo, hi = L[s], min(H[s], total - 1)
-        v = upto[min(H[g + 1], total)] - upto[lo] + float(np.max(cmax[lo:hi + 1]))
-        if v > best:
-            best = v
+    n = len(L) - 1
+    if n:
+        # graph g: from start g - inflight to end g (position g + 1); its live bytes are the top's from L[s] to
+        # H[g + 1] plus the largest carry into a start in [L[s], H[s]]: every graph at once, the carries' range
+        # maxima by one reduceat (starts and ends interleaved; the odd rows are the gaps between, unused)
+        La, Ha = np.array(L), np.array(H)
+        s = np.maximum(np.arange(n) - inflight, 0)
+        lo, hi = La[s], np.minimum(Ha[s], total - 1)
+        if np.any(lo > hi):  # not a chain pair (never seen): the per-graph form, which raises on it
+            for g in range(n):
+                sg = max(0, g - inflight)
+                v = upto[min(H[g + 1], total)] - upto[L[sg]] + float(np.max(cmax[L[sg]:min(H[sg], total - 1) + 1]))
+                if v > best:
+                    best = v
+        else:
+            idx = np.empty(2 * n, dtype=np.intp)
+            idx[0::2] = lo
+            idx[1::2] = hi + 1  # <= total: an index of cmax with one element appended
+            rmax = np.maximum.reduceat(np.append(cmax, 0.0), idx)[0::2]
+            v = upto[np.minimum(Ha[1:n + 1], total)] - upto[lo] + rmax  # the same float operations, per graph
+            m = float(np.max(v))
+            if m > best:
+                best = m
     return int(best * (1 + 1e-12)) + 1 + o.m
 
 
