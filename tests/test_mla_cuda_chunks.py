@@ -234,8 +234,9 @@ def test_the_race_the_held_attention_wins():
     1.024-1.041. And where the stall kernels met a chunk shape for the first time (run 2's first stalled 32k prompt at
     2048 / 4096: their 2,047 / 4,095-token last chunks), the host waited for the GPU there and that chunk stayed 1.20 /
     1.265, the second time 1.025: whatever is built for a new shape makes the host wait, so the steady state is the
-    warm one. Qwen3-Next 8k at step 512 stays 1.162 with the plans warm, stalled and held (11 graphs in flight in every
-    chunk): bytes the op model over-counts there, not timing (so it keeps its band-unknown regime)."""
+    warm one. Qwen3-Next 8k at step 512 stayed 1.162 with the plans warm, stalled and held (11 graphs in flight in every
+    chunk): bytes, not timing; session 12 found them (a chain step's 4th state is donated, peak/ops/recurrent.py):
+    1.036 there now."""
     r20, = [p for p in _s7("commits_s10warm.json", "kimi-k2-8l-16e", 65536, 2048) if p["condition"] == "warm_stalled_attn"]
     r100, = [p for p in _s7("commits_s10warm2.json", "kimi-k2-8l-16e", 65536, 2048)
              if p["condition"] == "warm_stalled_attn"]
@@ -246,7 +247,7 @@ def test_the_race_the_held_attention_wins():
         first, second = [p for p in _s7("commits_s10warm2.json", "kimi-k2-8l-16e", tokens, step)
                          if p["condition"] == "warm_stalled_attn"]
         assert _ratios(first)[-1] > 1.19 and 1.0 <= _ratios(second)[-1] <= 1.03
-    for cond, lo, hi in (("warm", 1.7, 1.8), ("warm_stalled_attn", 1.15, 1.17)):
+    for cond, lo, hi in (("warm", 1.5, 1.6), ("warm_stalled_attn", 1.0, 1.05)):
         (pt,) = _s10("qwen3-next-80b-a3b-8l-64e", 8192, 512, cond)
         assert lo < _estimate(pt["model"], 8192, 512) / pt["peak_over_baseline_mib"] < hi
     (pt,) = _s10("qwen3-next-80b-a3b-8l-64e", 8192, 512, "warm_stalled_attn")
