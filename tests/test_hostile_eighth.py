@@ -109,3 +109,25 @@ def test_eighth_sample_is_clean(workdir):
         bad += [f"{' '.join(argv)}: {b}" for b in sweep_eighth.pair_problems(argv, api, keys)]
     bad += [f"facade {label}: {b}" for label, bs in sweep_eighth.facade_problems() for b in bs]
     assert not bad, "\n".join(bad)
+
+
+# --------------------------------------------------------------------------------------------------
+# the harness's own limits (session 12): CPU time for the work (a loaded CI box failed cases on a 5 s wall alarm
+# that did their work in time), a long wall-clock backstop for a case that waits and burns nothing
+# --------------------------------------------------------------------------------------------------
+def test_the_harness_stops_slow_work_and_a_blocked_wait():
+    import time
+
+    from .hostile.harness import CaseTimeout, deadline
+
+    with pytest.raises(CaseTimeout, match="CPU"):
+        with deadline(0.2):
+            while True:
+                pass
+    with pytest.raises(CaseTimeout, match="wall"):
+        with deadline(5.0, wall=0.3):
+            time.sleep(5)  # a blocked read burns no CPU: only the wall clock sees it
+    t0 = time.perf_counter()
+    with deadline(0.5, wall=10.0):
+        time.sleep(0.7)  # waiting past the CPU limit is not work
+    assert time.perf_counter() - t0 >= 0.7
