@@ -615,10 +615,11 @@ class CudaCounts:
                         del self._tables[k]
                         break
             t = CudaPrefix(*self.args, exact_q=True, q=q, last=q == 0)
-            # no halving of a cell whose bound is far above its top call's own window (``CudaPrefix._part``): it
-            # costs two more graph windows per cell (half the build) and, on qwen3.5-35b-a3b at chunk 2048 (q 2048
-            # and 951, offsets 1k-50k), moved no bound by a byte
-            t.refine = 0
+            # a call's table: no halving of a cell whose bound is far above its top call's own window
+            # (``CudaPrefix._part``): it costs two more graph windows per cell (half the build); on qwen3.5-35b-a3b
+            # it moved no bound at chunk 2048 (q 2048 and 951, offsets 1k-50k) and raised some by 0.7% (q 52 past
+            # 83k). The last token's table (cheap: one-token calls) keeps it: without, +2-6% past 83k
+            t.refine = REFINE if q == 0 else 0
             self._tables[q] = t
         t._check_gen()
         return t
