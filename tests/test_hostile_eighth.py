@@ -131,3 +131,26 @@ def test_the_harness_stops_slow_work_and_a_blocked_wait():
     with deadline(0.5, wall=10.0):
         time.sleep(0.7)  # waiting past the CPU limit is not work
     assert time.perf_counter() - t0 >= 0.7
+
+
+# --------------------------------------------------------------------------------------------------
+# silently wrong: the sharded estimate's verdict read its reserve unchecked (usable = budget + 1 at reserve -1, a
+# float at 1.5) while sharded_fit and Estimator.fits refuse both: one check (estimate.budget.resolve_reserve)
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("reserve", [-1, 1.5, (1 << 50) + 1])
+@pytest.mark.parametrize("budgets", [(64 << 30,), ()], ids=["budget", "no-budget"])
+def test_a_sharded_reserve_is_checked_as_the_single_one(reserve, budgets, profile):
+    from omlx_profiles.sharding import ShardedOptions, ShardSpec, rank_profiles, rank_weights, sharded_estimate
+
+    spec = ShardSpec(2, "tensor", None)
+    views = rank_profiles(profile, spec)
+
+    class W:
+        bytes, reason, source, params = 1 << 30, None, "given", None
+
+    ws = rank_weights(profile, spec, views, whole=W())
+    res = op.default_registry().resolve(MODEL)
+    with pytest.raises(InputError, match="reserve"):
+        sharded_estimate(res, ShardedOptions(spec, backend="cpu", budgets=budgets, reserve=reserve), 4096, ws, views)
+    with pytest.raises(InputError, match="reserve"):
+        op.Estimator(profile).fits(Request(4096), 64 << 30, reserve=reserve, backend="cpu")
