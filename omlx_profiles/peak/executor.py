@@ -118,19 +118,28 @@ _NUMPY_CARRIED = 64
 
 
 def _carried_numpy(out_of: list, carry: list, reach: list) -> list[float]:
-    """``carried_per_item``'s loop over every item at once, with the same float additions in the same order: for
-    each ``j`` the carries of items ``j - 8 .. j - 2`` that reach ``j`` (ascending; a carry that does not reach adds
-    ``0.0``, which leaves a sum unchanged), then item ``j - 1``'s output plus its carry where it reaches ``j``, where
-    that is not 0. Byte counts are integers below 2**53 (exact as float64), so ``out + carry`` is the loop's integer
-    sum. Checked against the loop on generated items (tests/test_speed_paths.py)."""
+    """``carried_per_item``'s loop over every item at once (``carried_array``), as a list."""
+    return carried_array(out_of, carry, reach).tolist()
+
+
+def carried_array(out_of, carry, reach):
+    """``carried_per_item``'s loop over every item at once, with the same float additions in the same order, from
+    the items' outputs (``bytes`` where ``out < 0``), carries and carry reaches (``i + carry_items``), as lists or
+    arrays: for each ``j`` the carries of items ``j - 8 .. j - 2`` that reach ``j`` (ascending; a carry that does not
+    reach adds ``0.0``, which leaves a sum unchanged), then item ``j - 1``'s output plus its carry where it reaches
+    ``j``, where that is not 0. Byte counts are integers below 2**53 (exact as float64), so ``out + carry`` is the
+    loop's integer sum. Checked against the loop on generated items (tests/test_speed_paths.py). ``peak.fast_cuda``
+    calls it with arrays it indexes per distinct item (no per-item attribute reads)."""
     import numpy as np
 
-    n = len(out_of)
-    o = np.array(out_of, dtype=np.float64)
-    cy = np.array(carry, dtype=np.float64)
-    rc = np.array(reach, dtype=np.int64)
+    o = np.asarray(out_of, dtype=np.float64)
+    n = len(o)
+    cy = np.asarray(carry, dtype=np.float64)
+    rc = np.asarray(reach, dtype=np.int64)
     j = np.arange(n)
     c = np.zeros(n)
+    if not n:
+        return c
     for d in range(8, 1, -1):
         i = np.maximum(j - d, 0)
         c = c + np.where((j - d >= 0) & (cy[i] != 0) & (rc[i] >= j), cy[i], 0.0)
@@ -138,7 +147,7 @@ def _carried_numpy(out_of: list, carry: list, reach: list) -> list[float]:
     add = o[i] + np.where((cy[i] != 0) & (rc[i] >= j), cy[i], 0.0)
     c = np.where(add != 0, c + add, c)
     c[0] = 0.0
-    return c.tolist()
+    return c
 
 
 def window_max(items: list[Item], window: int, op_weight: int = 1, view_weight: int = 0, *,
@@ -316,6 +325,11 @@ def split_ops(items: list[Item]) -> list[Item]:
 
 
 _UNSPLIT = object()
+
+
+def split_item(it: Item) -> list[Item]:
+    """``split_ops([it])``."""
+    return _split_one(it) or [it]
 
 
 def _split_one(it: Item) -> list[Item] | None:
