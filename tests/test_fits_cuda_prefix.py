@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from omlx_profiles import Estimator, load_registry
 from omlx_profiles.peak import fast_cuda_prefix
-from omlx_profiles.peak.fast_cuda_prefix import CudaPrefix, cuda_prefix_for
+from omlx_profiles.peak.fast_cuda_prefix import CudaCounts, CudaPrefix, cuda_prefix_for
 from omlx_profiles.peak.prefill import Request, prefill_peak
 
 REG = load_registry([])
@@ -86,14 +86,46 @@ def test_fits_after_a_prefix_decides_at_the_reported_total_without_a_replay(monk
     assert calls == []
 
 
-def test_models_without_a_prefix_bound_keep_the_exact_envelope():
-    """Recurrent layers (qwen3.5's gated-DeltaNet: its items change structure with the query count) and other
-    backends have no cells: ``None``, and the report is the exact envelope as before (monotone across blocks only)."""
+def test_the_api_and_the_facade_share_one_table():
+    """``prefix_table`` keeps the tables by what they depend on: the API's ``Estimator`` and the oMLX facade of the
+    same model read one table (each built its own before session 12: seconds each for a first request)."""
+    from omlx_profiles.compat import MemoryMonitor
+
+    p = REG.resolve("llama-3.2-1b-instruct").profile
+    e = Estimator(p)
+    assert e.total_bytes(Request(3000 + 454, cached=3000, chunk=700), 0, "cuda") > 0
+    m = MemoryMonitor(None, eviction_enabled=False, backend="cuda", max_memory=2**36)
+    m.set_profile(REG.resolve("llama-3.2-1b-instruct").profile)
+    assert m.estimate_prefill_peak_bytes(454, 700, cached_tokens=3000) > 0
+    assert m._mono._prefix_fit(700) is e._cuda_prefix(Request(2, chunk=700), "cuda", None, None, False)
+
+
+def test_recurrent_models_take_per_count_tables_other_backends_none():
+    """Recurrent layers (qwen3.5's gated-DeltaNet: its items change structure with nearly every query count, so the
+    query buckets split at every count) take ``CudaCounts`` since session 12: one table per query count a request
+    makes, cumulative in the offset (the property and the pinned case: tests/test_properties_api.py); other backends
+    have no cells (``None``)."""
     for name in ("qwen3.5-35b-a3b", "lfm2-1.2b"):
-        assert cuda_prefix_for(REG.resolve(name).profile, "cuda", None, None, False, 512) is None
+        assert isinstance(cuda_prefix_for(REG.resolve(name).profile, "cuda", None, None, False, 512), CudaCounts)
     assert cuda_prefix_for(REG.resolve("llama-3.2-1b-instruct").profile, "metal", None, None, False, 512) is None
     cp = cuda_prefix_for(REG.resolve("llama-3.2-1b-instruct").profile, "cuda", None, None, False, 512)
     assert isinstance(cp, CudaPrefix)
+
+
+def test_per_count_tables_bound_every_call_and_grow_with_the_offset():
+    """``CudaCounts`` directly (qwen3.5-35b-a3b, chunk 52): each table is non-decreasing in the offset, and ``U(n, c)``
+    is above the exact replay at prefixes where the replay itself falls (1,078 -> 1,091 cached, chunk 52: the
+    transient falls 0.4% there, tests/test_compat_properties.py)."""
+    p = REG.resolve("qwen3.5-35b-a3b").profile
+    cc = cuda_prefix_for(p, "cuda", None, None, False, 52)
+    offs = (1, 52, 255, 256, 257, 1078, 1091, 3000)
+    for q in (0, 1, 7, 52):
+        t = cc.table(q)
+        row = [t.last_bound(o) if q == 0 else t.call_bound(q, o) for o in offs]
+        assert row == sorted(row), (q, row)
+    for c in (1065, 1078, 1091, 1104):
+        for n in (1, 2, 8, 53, 60):
+            assert cc.upper(n, c) >= exact("qwen3.5-35b-a3b", n, 52, c), (c, n)
 
 
 def test_a_cell_bounds_every_call_in_it_and_the_table_is_cumulative():
@@ -121,7 +153,7 @@ def test_cells_do_not_depend_on_what_was_asked_first():
     built step by step answer the same (so the report of a request does not depend on the process's history)."""
     p = REG.resolve("llama-3.2-1b-instruct").profile
     a = cuda_prefix_for(p, "cuda", None, None, False, 256)
-    b = cuda_prefix_for(p, "cuda", None, None, False, 256)
+    b = CudaPrefix(a.p, a.kr, a.S, a.dtype, a.nax, a.kv_scale, a.worst)  # a second table (cuda_prefix_for shares one)
     far = a.upper(300, 9000)
     for c in range(1, 9001, 1500):
         b.upper(300, c)

@@ -121,10 +121,12 @@ def test_facade_set_profile_refuses_non_widths_and_keeps_its_model():
 # Sharded totals are the reported (enveloped) ones (mechanism: sharding.report.rank_estimate and the
 # sharded chart through Estimator.prefill_peak, as the single-machine estimate, fit and chart)
 # --------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("cached,new", [(1000, 1892), (100, 769)])
+@pytest.mark.parametrize("cached,new", [(100, 769)])
 def test_sharded_rank_total_is_the_reported_one(cached, new):
     """gpt-oss-20b on 2 tensor ranks on CUDA after a prefix: the rank's peak was the raw replay, 9.7% / 7.2%
-    under ``Estimator.prefill_peak`` of the same rank profile (the number ``fit --ranks`` searched on)."""
+    under ``Estimator.prefill_peak`` of the same rank profile (the number ``fit --ranks`` searched on). One
+    point of the two session 10 found (both under, one code path: ``rank_estimate``): the other, (1000, 1892),
+    cost 4.3 s of CI CPU and was cut in session 12 for test_hostile_eighth (3.2 s)."""
     from omlx_profiles.sharding import ShardedOptions, ShardSpec, rank_profiles, sharded_estimate
     from omlx_profiles.sharding.weights import RankWeights  # noqa: F401  (the type the report takes)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..dtypes import normalize_dtype
 from ..errors import InputError, UnsupportedError
 from ..files import user_path
-from .common import add_model_args, cached_arg, positive_int_arg, resolve_model
+from .common import add_model_args, count_arg, positive_int_arg, resolve_model
 
 MAX_CALIBRATE_TOKENS = 1 << 20
 #: Every length is measured ``--repeats`` times, each a full prefill: the product is the run time, so
@@ -69,7 +69,7 @@ def register(sub) -> None:
     add_model_args(p)
     p.add_argument("--tokens", required=True, type=_token_list, metavar="N[,N...]", help="prompt lengths")
     p.add_argument("--chunk", type=positive_int_arg, default=2048, help="prefill step size (default 2048)")
-    p.add_argument("--cached", type=cached_arg, default=0, metavar="N",
+    p.add_argument("--cached", type=count_arg, default=0, metavar="N",
                    help="prefix tokens already in the cache (default 0: none)")
     p.add_argument("--repeats", type=_repeats, default=1, help="measurements per length (the max is kept)")
     p.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16",

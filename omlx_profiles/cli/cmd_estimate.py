@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from ..kv.bytes import DEFAULT_QUANTIZED_KV_START, KVQuant
 from ..estimate.report import EstimateOptions, build_estimate
-from .common import add_model_args, add_weights_args, positive_int_arg, print_json, resolve_model, tokens_arg, weights_of
+from .common import (add_model_args, add_weights_args, count_arg, positive_int_arg, print_json, resolve_model, tokens_arg,
+                     weights_of)
 
 
 def register(sub) -> None:
@@ -26,13 +27,13 @@ def register(sub) -> None:
     p.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), help="activation/KV dtype (default: the checkpoint's)")
     p.add_argument("--kv-bits", type=int, choices=(2, 3, 4, 5, 6, 8), help="mlx-lm KV quantization bits")
     p.add_argument("--kv-group-size", type=int, choices=(32, 64, 128), default=64)
-    p.add_argument("--kv-start", type=positive_int_arg, default=DEFAULT_QUANTIZED_KV_START,
-                   help=f"quantized_kv_start (default {DEFAULT_QUANTIZED_KV_START}, mlx-lm's)")
+    p.add_argument("--kv-start", type=count_arg, default=DEFAULT_QUANTIZED_KV_START,
+                   help=f"quantized_kv_start (default {DEFAULT_QUANTIZED_KV_START}, mlx-lm's; 0: from the first call)")
     add_weights_args(p)  # --weights-bits, --weights, --reserve
     # prefill peak (issue 5)
-    from .common import cached_arg, size_arg
+    from .common import size_arg
 
-    p.add_argument("--cached", type=cached_arg, default=0, metavar="N",
+    p.add_argument("--cached", type=count_arg, default=0, metavar="N",
                    help="tokens of the prompt already in the cache (prefix cache): they widen attention, add no KV "
                         "(default 0: none)")
     p.add_argument("--backend", choices=("metal", "cuda", "cpu"),

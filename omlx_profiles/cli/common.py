@@ -148,11 +148,12 @@ def tokens_arg(text: str) -> int:
     return v
 
 
-def cached_arg(text: str) -> int:
-    """A cached prefix: 0 (the default) is "no prefix", as in the Python API (``Request(cached=0)``) and the
-    oMLX facade (``cached_tokens=0``), so a script can pass ``--cached $N`` for any N the API takes; only a
-    negative or unreadable count is refused. (It shared ``tokens_arg``, which refused 0: one contract for the
-    same number, in docs/errors.md.)"""
+def count_arg(text: str) -> int:
+    """A token count where 0 means "none": ``--cached`` (no prefix: ``Request(cached=0)``, the facade's
+    ``cached_tokens=0``) and ``--kv-start`` (quantize from the first call: ``KVQuant(start=0)``, mlx-lm's
+    ``--quantized-kv-start 0``), 0 .. 2^30 as in the Python API, so a script can pass ``--cached $N`` for any N
+    the API takes. Both shared the prompt-length rule (at least 1) and refused 0: one contract for the same
+    number, in docs/errors.md."""
     try:
         return parse_tokens(text)
     except InputError as e:
@@ -193,7 +194,7 @@ def add_weights_args(p: argparse.ArgumentParser) -> None:
 def add_request_args(p: argparse.ArgumentParser) -> None:
     """The request shape shared by fit and chart (estimate has the same flags)."""
     p.add_argument("--chunk", type=positive_int_arg, default=2048, help="prefill step size (default 2048, mlx-lm's)")
-    p.add_argument("--cached", type=cached_arg, default=0, metavar="N",
+    p.add_argument("--cached", type=count_arg, default=0, metavar="N",
                    help="tokens already in the cache (prefix cache): widen attention, add no KV (default 0: none)")
     p.add_argument("--backend", choices=("metal", "cuda", "cpu"), help="MLX backend whose kernels run the prefill")
     p.add_argument("--mlx-version", metavar="V", help="MLX version (kernel routes change between versions)")

@@ -12,7 +12,7 @@ import math
 from typing import Any, Optional
 
 from ..dtypes import DTYPE_BYTES
-from ..errors import OmlxProfilesError
+from ..errors import InputError, OmlxProfilesError
 from ..peak import kernels as _routes
 from ..peak.envelope import MonotonePeak
 from ..peak.fast import FastPeak
@@ -35,10 +35,15 @@ TOKENS = MAX_TOKENS
 
 
 def _counts(new_tokens, chunk_size, cached_tokens) -> tuple[int, int, int]:
-    """oMLX took anything; a bad count here is an error naming the argument (never a silent 0)."""
-    return (check_count("new_tokens", new_tokens, maximum=TOKENS),
-            check_count("chunk_size", chunk_size, minimum=1, maximum=TOKENS),
-            check_count("cached_tokens", cached_tokens, maximum=TOKENS))
+    """oMLX took anything; a bad count here is an error naming the argument (never a silent 0). The prompt in
+    all (``new_tokens + cached_tokens``) stops at the token limit too, as the CLI's ``--tokens`` and the API's
+    ``Request.tokens`` do (2^30 cached and 4,096 new answered 147 TB: hostile pass 8)."""
+    out = (check_count("new_tokens", new_tokens, maximum=TOKENS),
+           check_count("chunk_size", chunk_size, minimum=1, maximum=TOKENS),
+           check_count("cached_tokens", cached_tokens, maximum=TOKENS))
+    if out[0] + out[2] > TOKENS:
+        raise InputError(f"new_tokens + cached_tokens must be <= {TOKENS}, got {out[0]} + {out[2]}")
+    return out
 
 
 def _real(v: object) -> bool:
@@ -326,7 +331,8 @@ class MemoryMonitor(SeedMonitor):
         info: 0 (logged), as oMLX. Never negative, never below the exact model: the precomputed fast path
         ``omlx_profiles.peak.fast.FastPeak.peak`` (a multiply, an add and a division for most models)."""
         if self._plain and type(new_tokens) is int and type(chunk_size) is int and type(cached_tokens) is int \
-                and 0 <= new_tokens <= TOKENS and 1 <= chunk_size <= TOKENS and 0 <= cached_tokens <= TOKENS:
+                and 0 <= new_tokens <= TOKENS and 1 <= chunk_size <= TOKENS and 0 <= cached_tokens <= TOKENS \
+                and new_tokens + cached_tokens <= TOKENS:
             try:
                 return self._mono.peak(new_tokens, chunk_size, cached_tokens)
             except OmlxProfilesError as e:

@@ -15,6 +15,7 @@ from ..registry.profile import CacheEntry, Profile
 from .replay import SCHEDULES, calls_for, chunked_rows, kv_capacity, kv_capacity_fast, rotating_rows
 from ..dtypes import DTYPE_BYTES, check_dtype
 from ..quantization import QUANT_BITS  # MLX's quantize bits: one list, for the KV and the weights
+from ..units import MAX_TOKENS
 from ..validation import check_count
 
 DEFAULT_QUANTIZED_KV_START = 5000  # mlx_lm.generate.DEFAULT_QUANTIZED_KV_START
@@ -31,7 +32,8 @@ class KVQuant:
     def __post_init__(self):
         object.__setattr__(self, "bits", check_count("kv_bits", self.bits, minimum=1))
         object.__setattr__(self, "group_size", check_count("kv_group_size", self.group_size, minimum=1))
-        object.__setattr__(self, "start", check_count("quantized_kv_start", self.start, minimum=0))
+        # a token count: 0 .. 2^30 as the CLI's --kv-start (it refused 0 and the API took 2^40: hostile pass 8)
+        object.__setattr__(self, "start", check_count("quantized_kv_start", self.start, minimum=0, maximum=MAX_TOKENS))
         if self.bits not in QUANT_BITS:
             raise InputError(f"kv_bits must be one of {QUANT_BITS}, got {self.bits}")
         if self.group_size not in (32, 64, 128):
@@ -125,7 +127,7 @@ def kv_report(
     quant: KVQuant | None = None,
 ) -> KVReport:
     """Per-layer resident cache bytes after ``tokens`` prompt tokens went through ``schedule``."""
-    tokens = check_count("tokens", tokens, minimum=0)
+    tokens = check_count("tokens", tokens, minimum=0, maximum=MAX_TOKENS)  # the token limit everywhere (units)
     chunk = check_schedule(schedule, chunk)
     if not isinstance(profile, Profile):
         raise InputError(f"profile must be a Profile, got {type(profile).__name__}")

@@ -13,7 +13,7 @@ from .explain import CallPeak, routes_used
 from .kernels import KernelRoutes, tiled_state
 from .layers import dense_layer, embedding_items, layer_items, logits_items
 from .ops.items import CallContext, Item
-from .ops.recurrent import state_snapshot_bytes
+from .ops.recurrent import deferred_conv_bytes, state_snapshot_bytes
 from .replay import KV_SCALED_KINDS, EntryState, calls_of, entry_bytes, fill_prefix, scale_up
 from .request import Request
 
@@ -205,6 +205,8 @@ def pinned_bytes(p: Profile, steps: dict, s: int, act: int) -> dict[str, int]:
                         # (linds < rinds + window) and the & of the two
                         masks += (3 if e.kind == "sliding" else 1) * s * st.kv_len + 4 * (s + st.kv_len)
     out["masks"] = masks
+    # state layers' conv inputs, alive until the call's last (lazy) conv-state copies run
+    out["conv_inputs"] = deferred_conv_bytes(p, s, act)
     # arrays the item list does not itemize, each a few KiB: per-row norm statistics, RoPE frequency
     # tables, aranges, router indices, scalars (a chunk of 256 tokens has ~10-20 KiB of them live)
     out["small_arrays"] = SMALL_ARRAYS if s > 1 else 0

@@ -52,17 +52,21 @@ dominating point: ``E = V`` there, their est/measured unchanged.
 
 A ``bound`` basis (unfused fp32 attention, no donation, the whole run-ahead window) has fast lines too since
 session 10 (``peak.fast``): its ``U`` terms make it monotone as above (deepseek-v2-lite on CPU fell 5.4% with the
-prefix before). Not a gated-DeltaNet on CPU (``FastPeak._shapeless``): exact only, like CUDA below.
+prefix before). Not a gated-DeltaNet on CPU (``FastPeak._shapeless``) nor chunked attention: exact only, like CUDA
+below; after a prefix their ``U`` is ``peak.prefix_lines``' per-count lines.
 
 CUDA (graph-commit boundaries move with the length, no line holds): without a prefix ``E(n, 0)`` is
 ``CudaEnvelope.fresh``: the maximum over ``P(n)`` raised to the block's cumulative bucket bounds of
 ``peak.fast_cuda`` (each above every call of its bucket wherever graphs start), monotone within a block by
 construction. After a prefix ``E(n, c) = max(E(n, 0), U_cuda(n, c))``, ``U_cuda`` the bound of
 ``peak.fast_cuda_prefix.CudaPrefix`` (every call bounded by a grid of query-count x offset cells, cumulative in
-both): non-decreasing in ``n`` and ``c`` by construction and above the replay (session 10). Where no fast bound
-exists (a gated-DeltaNet on CUDA, chunked attention) ``U`` is not available and
-``E(n, c) = max(E(n, 0), max over P(n) of V(m, c))``: monotone in ``n`` across blocks as above, but NOT proven in
-``c`` nor within a block (CUDA's commits): said so by the properties' domains.
+both): non-decreasing in ``n`` and ``c`` by construction and above the replay (session 10). A gated-DeltaNet on CUDA
+(its buckets split at nearly every query count) takes ``CudaCounts``' per-count tables as ``U_cuda`` (session 12):
+non-decreasing in ``c`` by construction and above the replay, NOT within a block in ``n``; chunked attention has
+``CudaPrefix`` cells since session 12 (and ``peak.prefix_lines`` on CPU / Metal). Where no fast bound exists (cells
+that fail: ``MAX_SPLITS``) ``U`` is not available and ``E(n, c) = max(E(n, 0), max over P(n) of V(m, c))``: monotone in
+``n`` across blocks as above, but NOT proven in ``c`` nor within a block (CUDA's commits): said so by the properties'
+domains.
 """
 from __future__ import annotations
 
@@ -374,11 +378,11 @@ class MonotonePeak:
             f = self.fast
             if f.routes.executor.graph_commit is not None and not f._unknown:
                 from .basis import basis_for
-                from .fast_cuda_prefix import CudaPrefix
+                from .fast_cuda_prefix import prefix_table
 
                 b = basis_for(f.profile, f.routes)
-                try:
-                    cp = CudaPrefix(f.profile, f.routes, chunk, f.dtype, f.nax, f.kv_scale, b.worst_case)
+                try:  # CudaPrefix, or a gated-DeltaNet's per-count tables (CudaCounts)
+                    cp = prefix_table(f.profile, f.routes, chunk, f.dtype, f.nax, f.kv_scale, b.worst_case)
                 except OmlxProfilesError:
                     cp = False
             if len(self._cuda_prefix) >= 16:

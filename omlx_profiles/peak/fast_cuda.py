@@ -407,7 +407,7 @@ class _Ops:
         a graph that starts at an op of it ends, mapped, no later than one counting ``lo_nodes`` / ``lo_el`` (the
         fewest nodes and input elements a call of the bucket has at each op of ``b``, 0 where it may lack the op)
         from the same op: ``free_graph_window`` over those reaches at least as far as every call's window. Bytes are
-        ``b``'s per op: a ``grows`` item whose bytes per op fall with its op count (a span's fixed part: ``2 st_b``
+        ``b``'s per op: a ``grows`` item whose bytes per op fall with its op count (a span's fixed part: ``3 st_b``
         of the first chain span, a readout's state) can hold more per op at fewer ops; ``slack`` covers the two
         items a window can cut (``ops_b x`` the per-op excess here, each)."""
         sa, sb = self.sig, b.sig

@@ -42,9 +42,13 @@ window and what the caches hold past the offset, not a whole cell's worth of row
 cells make ``B`` non-decreasing by construction.
 
 Cost: the cells up to an offset are built the first time a request reaches it (``prepare``: to the model's context);
-then a request is a few bisections. Not covered (``None``: the exact envelope answers): chunked attention, recurrent
-layers (gated-DeltaNet, Mamba, conv state: their items change structure with the query count; qwen3.5 at chunk 52
-builds, in about a minute), any model whose items change structure too often (``MAX_SPLITS``).
+then a request is a few bisections. Not covered by the query buckets: recurrent layers (gated-DeltaNet, conv state:
+their items change structure with nearly every query count; qwen3.5 at chunk 52 builds, in about a minute) -- those
+take ``CudaCounts`` (one table per query count a request makes, session 12: ``prefix_table``). Chunked attention
+(llama4's ChunkedKVCache) is covered since session 12: its cache grows from min(offset, chunk) on a phase of its
+own, so its grow / in-place layouts are enumerated apart from the full caches' (``_groups``, ``_configs``). Not
+covered (``None``: the exact envelope answers): a recurrent model with a sliding window or chunked attention, any
+model whose items change structure too often inside an offset range (``MAX_SPLITS``).
 """
 from __future__ import annotations
 
@@ -88,19 +92,22 @@ class CudaPrefix:
     offset. ``upper(new, cached)`` is ``U(n, c)``."""
 
     def __init__(self, profile: Profile, routes: KernelRoutes, chunk: int, dtype: str | None = None,
-                 nax: bool = False, kv_scale: float = 1.0, worst: str | None = None, exact_q: bool = False):
+                 nax: bool = False, kv_scale: float = 1.0, worst: str | None = None, exact_q: bool = False,
+                 q: int | None = None, last: bool = True):
         validate_profile(profile)
         kinds = {e.kind for lt in profile.layer_types.values() for e in lt.entries}
-        if "chunked" in kinds:
-            raise UnsupportedError("chunked attention: no CUDA prefix bound")
         if "state" in kinds and not exact_q:
             # a recurrent layer's items change structure with the query count (gated-DeltaNet spans, conv views):
             # cells hold for qwen3.5 at chunk 52, but cost about a minute to build -- not done (the exact envelope).
             # A table of ONE query count (``exact_q``) has no query buckets to split: it is built
             raise UnsupportedError("recurrent state: no CUDA prefix bound")
-        #: ``exact_q``: the table bounds calls of exactly ``chunk`` queries (and the last token after one), not of
-        #: every count up to it: one bucket, no split by query count (``transient_bound``: one chunk's transient)
+        #: ``exact_q``: the table bounds calls of exactly ``q`` queries (default ``chunk``; 0: none) after a history of
+        #: chunks of at most ``chunk``, and (``last``) the last token after a chunk, not calls of every count up to
+        #: it: one bucket, no split by query count (``transient_bound``: one chunk's transient; ``CudaCounts``)
         self.exact_q = exact_q
+        self.q = chunk if q is None else q
+        self.refine = REFINE
+        self.with_last = last
         self.p = profile
         self.kr = routes
         self.S = chunk
@@ -124,7 +131,7 @@ class CudaPrefix:
         self.run_ahead = run_ahead_ops(self.kr) if self.worst else None
         self.failed = False
         if self.exact_q:
-            self.tops = [self.S]
+            self.tops = [self.q] if self.q else []
         else:
             try:
                 self.tops = self._split_tops(self.model.q_tops(self.S))
@@ -147,7 +154,7 @@ class CudaPrefix:
         # after a one-token prefix end at most a window, after a chunk window - 1 + S), as ``peak.fast`` does
         S = self.S
         self.ltops = sorted({1, S} | {4 ** j for j in range(1, 8) if 4 ** j < S}) if any(
-            g[0] == "sliding" for g in self.groups) and not self.exact_q else [S]
+            g[0] == "sliding" for g in self.groups) and not self.exact_q else [S] if self.with_last else []
         # cells: offset ranges [bounds[j], bounds[j + 1] - 1]; per range the cumulative bound per query bucket
         # (cum[j][i]) and of the last token (cuml[j])
         self.bounds: list[int] = [1]
@@ -193,6 +200,8 @@ class CudaPrefix:
             g.append(("grow",))
         for W in sorted({e.window for lt in self.p.layer_types.values() for e in lt.entries if e.kind == "sliding"}):
             g.append(("sliding", W))
+        # a chunked cache (llama4) grows from min(offset, chunk): its own phase, in any call (session 12)
+        g.extend(("chunked", C) for C in self.model.chunks)
         return g
 
     # -- one cell -----------------------------------------------------------------------------------
@@ -209,6 +218,11 @@ class CudaPrefix:
         out = [("upper", frozenset())]
         if any(g[0] == "grow" for g in self.groups) and self.R >= q_lo:
             out.append(("fit", frozenset()))
+        chunked = [g for g in self.groups if g[0] == "chunked"]
+        if chunked and self.R >= q_lo:
+            # a multi-token call's chunked caches fit in place or grow whatever the full caches do (``_call``)
+            out = [(mode, frozenset(chunked[b] for b in range(len(chunked)) if mask >> b & 1))
+                   for mode, _ in out for mask in range(1 << len(chunked))]
         return out
 
     def _call(self, Q: int, off: int, mode: str, inplace: frozenset):
@@ -217,6 +231,13 @@ class CudaPrefix:
         m = self.model
         S = self.S
         steps, hold, _ = m._steps(Q, S, off, mode)  # "last": Q is the call before it (its sliding rows)
+        if m.chunks and mode == "fit":
+            # the full caches fit; the chunked ones grow unless in ``inplace``: their steps and the held bytes
+            # (every cache's rows and growth at most) are the grow layout's
+            up, hold, _ = m._steps(Q, S, off, "upper")
+            steps = {name: tuple(u if lt_e.kind == "chunked" else st for st, u, lt_e in
+                                 zip(stps, up[name], self.p.layer_types[name].entries))
+                     for name, stps in steps.items()}
         if inplace:
             steps = {name: tuple(_in_place(st, lt_e, inplace) for st, lt_e in zip(stps, self.p.layer_types[name].entries))
                      for name, stps in steps.items()}
@@ -268,6 +289,14 @@ class CudaPrefix:
                         row.append(EntryStep(e.kind, off + qq, off + qq, off + qq))
                     else:
                         row.append(EntryStep(e.kind, off, off + G, off + qq, zero_rows=G))
+                elif e.kind == "chunked":
+                    # at least min(offset, chunk) rows after the trim, the call's keys on top; a grow adds at least
+                    # 256 * ceil(q / 256) zero rows (``peak.fast_lines.CallModel._steps``)
+                    o2 = min(off, e.chunk)
+                    if ("chunked", e.chunk) in inplace:
+                        row.append(EntryStep("chunked", o2 + qq, o2 + qq, o2 + qq))
+                    else:
+                        row.append(EntryStep("chunked", o2, o2 + G, o2 + qq, zero_rows=G))
                 elif e.kind == "sliding":
                     # a rotating buffer holds at least min(offset, window - 1) rows before a call (a multi-token
                     # call keeps min(rows, window - 1) and adds its own; a one-token call grows from offset ==
@@ -307,7 +336,7 @@ class CudaPrefix:
         best = None
         for mode, inplace in self._configs(q_lo, Q, last):
             ql = 1 if mode == "one" else q_lo  # "last": q_lo .. Q the call before it
-            v = self._part(ql, Q, o_lo, o_hi, mode, inplace, REFINE)
+            v = self._part(ql, Q, o_lo, o_hi, mode, inplace, self.refine)
             if v is None:
                 return None
             best = v if best is None or v > best else best
@@ -487,6 +516,8 @@ def _in_place(st, e, inplace: frozenset):
         return replace(st, new_rows=st.old_rows, zero_rows=0, trim_rows=0)
     if e.kind == "sliding" and ("sliding", e.window) in inplace:
         return replace(st, new_rows=st.old_rows, zero_rows=0, trim_rows=0)
+    if e.kind == "chunked" and ("chunked", e.chunk) in inplace:  # any call's (``_configs``)
+        return replace(st, new_rows=st.old_rows, zero_rows=0, trim_rows=0)
     return st
 
 
@@ -504,9 +535,116 @@ def cuda_prefix_for(profile: Profile, backend: str, mlx_version: str | None, dty
     if b.kind != MEASURED and no_bound_reason(profile, kr):
         return None
     try:
-        return CudaPrefix(profile, kr, chunk, dtype, nax, kv_scale, b.worst_case)
+        return prefix_table(profile, kr, chunk, dtype, nax, kv_scale, b.worst_case)
     except UnsupportedError:
         return None
+
+
+def prefix_table(profile: Profile, routes: KernelRoutes, chunk: int, dtype: str | None, nax: bool, kv_scale: float,
+                 worst: str | None) -> "CudaPrefix | CudaCounts":
+    """``U_cuda(n, c)`` after a prefix for this chunk size: ``CudaPrefix`` (query buckets), or where its buckets
+    cannot hold (a recurrent layer: its items change structure with nearly every query count) ``CudaCounts`` (one
+    table per query count a request makes). Raises ``UnsupportedError`` where neither applies (a recurrent model with
+    a sliding window or chunked attention).
+
+    Shared: the API (``Estimator``) and the oMLX facade (``MonotonePeak``) of one model each asked for the same table
+    and built it twice (seconds each; session 11's note); tables are kept here by what they depend on (the profile's
+    shape, the kernel table, chunk, dtype, NAX, KV width, worst case), ``KEEP_SHARED`` of them."""
+    from .call import activation_dtype
+    from .fast_cuda import _shape_key
+
+    dt = activation_dtype(profile, dtype)[0]  # ``None`` and the profile's own dtype build the same table
+    key = (_shape_key(profile), routes.backend, id(routes.table), chunk, dt, nax, float(kv_scale), worst)
+    hit = _SHARED.get(key)
+    if hit is not None and hit[0] is routes.table:
+        return hit[1]
+    try:
+        t = CudaPrefix(profile, routes, chunk, dtype, nax, kv_scale, worst)
+    except UnsupportedError:
+        t = CudaCounts(profile, routes, chunk, dtype, nax, kv_scale, worst)
+    if len(_SHARED) >= KEEP_SHARED:
+        del _SHARED[next(iter(_SHARED))]
+    _SHARED[key] = (routes.table, t)
+    return t
+
+
+#: ``prefix_table``'s tables (oldest first out): a process serving a few models at a few chunk sizes keeps them all.
+KEEP_SHARED = 32
+_SHARED: dict = {}
+
+
+class CudaCounts:
+    """``U(n, c)`` (module doc) from tables of ONE query count each: a gated-DeltaNet's items change structure with
+    nearly every query count (its recurrence's spans), so ``CudaPrefix``'s query buckets split at every count; a
+    request after a prefix makes calls of three kinds only -- full chunks of ``S``, one shorter call of ``r``, the
+    last token -- so it reads three tables: ``B_S`` (``exact_q``, ``q = S``), ``B_r`` (``q = r``) and ``BL`` (the last
+    token, ``q = 0``), each built lazily by offset with the same cells, history (chunks of at most ``S``) and
+    cumulative maxima over the offset as ``CudaPrefix``:
+
+        U(n, c) = max( B_S(c + (k-1) S) if k,  B_r(c + k S) if r,  BL(c + n - 1) ),   n = k S + 1 + r
+
+    Each term is above every such call at that offset or before it, after any history, and non-decreasing in the
+    offset, so ``U`` is above the replay and non-decreasing in ``c`` (issue 14 item 4). NOT claimed: non-decreasing
+    in ``n`` within a block (``B_r`` and ``B_{r+1}`` are different tables; ``CudaPrefix``'s buckets are cumulative over
+    counts, these are not). The last token is one table whatever call preceded it: that holds without sliding
+    windows (a rotating cache's rows after the call before it are the only state that depends on its size), which
+    is why a profile with one is refused here. Cost (CPU, loaded box, qwen3.5-35b-a3b): a table per new ``r``, its
+    cells to the request's offset: chunk 256 ~0.5-1 s to 1M, chunk 2048 ~2.5-5 s to 50k; ``KEEP`` tables kept."""
+
+    KEEP = 16
+
+    def __init__(self, profile: Profile, routes: KernelRoutes, chunk: int, dtype: str | None = None,
+                 nax: bool = False, kv_scale: float = 1.0, worst: str | None = None):
+        validate_profile(profile)
+        kinds = {e.kind for lt in profile.layer_types.values() for e in lt.entries}
+        if "chunked" in kinds or "sliding" in kinds:
+            raise UnsupportedError(f"{'chunked attention' if 'chunked' in kinds else 'a sliding window'}: "
+                                   "no per-count CUDA prefix bound")
+        self.args = (profile, routes, chunk, dtype, nax, kv_scale, worst)
+        self.S = chunk
+        self.max_o = profile.max_context or None
+        self._tables: dict[int, CudaPrefix] = {}
+
+    def table(self, q: int) -> CudaPrefix:
+        """The table of calls of exactly ``q`` queries (0: the last token's)."""
+        t = self._tables.get(q)
+        if t is None:
+            if len(self._tables) >= self.KEEP:  # the shorter calls' first (the full chunk's and the last token's stay)
+                for k in list(self._tables):
+                    if k not in (0, self.S):
+                        del self._tables[k]
+                        break
+            t = CudaPrefix(*self.args, exact_q=True, q=q, last=q == 0)
+            # no halving of a cell whose bound is far above its top call's own window (``CudaPrefix._part``): it
+            # costs two more graph windows per cell (half the build) and, on qwen3.5-35b-a3b at chunk 2048 (q 2048
+            # and 951, offsets 1k-50k), moved no bound by a byte
+            t.refine = 0
+            self._tables[q] = t
+        t._check_gen()
+        return t
+
+    def upper(self, new: int, cached: int) -> int | None:
+        """``U(new, cached)``, or ``None`` where a table has no bound (``_NoBound``)."""
+        S = self.S
+        k, r = divmod(new - 1, S)
+        try:
+            v = self.table(0).last_bound(cached + new - 1)
+            if k:
+                u = self.table(S).call_bound(S, cached + (k - 1) * S)
+                if u > v:
+                    v = u
+            if r:
+                u = self.table(r).call_bound(r, cached + k * S)
+                if u > v:
+                    v = u
+            return v
+        except _NoBound:
+            return None
+
+    def prepare(self, max_o: int | None = None) -> bool:
+        """The full chunk's and the last token's cells up to ``max_o`` (default: the model's context); a shorter
+        call's table is built when a request first needs it."""
+        return self.table(0).prepare(max_o) and self.table(self.S).prepare(max_o)
 
 
 def transient_bound(cp: CudaPrefix, n: int, cached: int) -> int | None:
@@ -520,7 +658,7 @@ def transient_bound(cp: CudaPrefix, n: int, cached: int) -> int | None:
     ``c``); the last token's ``Hbase(c + n) - Hbase(c)`` is charged as its largest, ``n`` rows and 2 bytes of
     rounding, so the answer does not wobble by a byte with ``c``."""
     cp._check_gen()
-    if cp.exact_q and n != cp.S or n > cp.S:
+    if cp.exact_q and (n != cp.S or cp.q != cp.S or not cp.with_last) or n > cp.S:
         raise ValueError(f"a table of chunk {cp.S} (exact_q {cp.exact_q}) does not bound a call of {n} queries")
     try:
         last = cached + n

@@ -62,6 +62,9 @@ class CallModel:
         # floor/ceil of every item's bytes: the line through two samples may sit this much below a third
         self.slack = 64 + 64 * len(profile.layer_names)
         self.period = _layer_period(profile)
+        #: ChunkedKVCache sizes (llama4's chunked attention): bounded after a prefix only (``peak.prefix_lines``,
+        #: ``peak.fast_cuda_prefix``; ``FastPeak`` answers such a model exactly)
+        self.chunks = sorted({e.chunk for lt in profile.layer_types.values() for e in lt.entries if e.kind == "chunked"})
 
     def reach(self, S: int, last: bool = False) -> int:
         """``reach(S)``; for a prompt without a cached prefix, the chunk calls' own capacity phases: the
@@ -167,6 +170,8 @@ class CallModel:
                 b.update((W - 256 + (Q if mode == "last" else S), W - 1))
             else:  # lower: the rotating buffer's rows saturate, and pass the call's own (``_steps``)
                 b.update((W - 1, W, W - 1 + S, W + S, W - 1 + Q, W + Q))
+        for C in self.chunks:  # a chunked cache's offset saturates at its chunk, its buffer at chunk + S (``_steps``)
+            b.update((C, C + 1, C + S, C + S + 1))
         sliding = bool(self.windows())
         first = 1
         if sliding and self.fresh_history and S > 1 and (mode == "lower" or _slides_known(known)):
@@ -286,8 +291,32 @@ class CallModel:
                         out.append(EntryStep("sliding", old, keep + Q, keep + Q, trim_rows=keep))
                         hold += max(old, keep + Q) * rb
                         add += Q * rb
+                elif e.kind == "chunked" and mode != "lower":
+                    # llama4's ChunkedKVCache (``kv.replay.ChunkedState``): before each call it trims its buffer to
+                    # the last ``chunk`` rows, then grows like a KVCache from there, so a call at offset ``off``
+                    # starts from min(off, chunk) rows (its keys: that plus the call's), holds at most R rows past
+                    # them in capacity (the same growth rule), and before the trim at most the previous call's
+                    # min(off, chunk + S) + R; a call that grows copies at most min(Q - 1, R) rows past them and adds
+                    # 256 * ceil(Q / 256) zero rows. Each is non-decreasing in ``off``, linear between ``breaks``.
+                    C = e.chunk
+                    o2 = off if off < C else C
+                    before = min(off, C + S) + R
+                    if mode in ("last", "one"):
+                        old = o2 + R
+                        out.append(EntryStep("chunked", old, old + STEP, o2 + 1, zero_rows=old + STEP - o2))
+                        hold += (before + STEP) * rb
+                        add += STEP * rb
+                    elif mode == "fit":
+                        old = o2 + R
+                        out.append(EntryStep("chunked", old, old, o2 + Q))
+                        hold += before * rb
+                    else:
+                        old = o2 + min(Q - 1, R)
+                        out.append(EntryStep("chunked", old, old + G, o2 + Q, zero_rows=old + G - o2))
+                        hold += (before + G) * rb
+                        add += G * rb
                 else:
-                    raise ValueError(f"no bound for a {e.kind} cache")  # chunked: answered exactly
+                    raise ValueError(f"no bound for a {e.kind} cache")  # chunked, lower: answered exactly
             steps[name] = tuple(out)
         hold += scale_up(hold_kv, self.kv_scale)
         add += scale_up(add_kv, self.kv_scale)
@@ -346,6 +375,11 @@ class CallModel:
         # one token: a growing cache may grow or not, a sliding one rotate in place or not: one item bounds
         # both layouts of every update (``_contract``); the lower bound always takes the copy's slots
         contract = mode in ("lower", "last", "one") and not (known and not self.windows())
+        if self.chunks and mode in ("upper", "fit"):
+            # a chunked cache grows or fits on its own phase (its offset saturates at the chunk), not with the
+            # full caches': every update charged with the copy's bytes in the in-place op count bounds both
+            # layouts of each (``_contract``; CPU / Metal windows count ops, so fewer slots never lower one)
+            contract = True
         memo: dict[int, tuple] = {}
 
         def at(off: int):

@@ -131,6 +131,14 @@ def _prefill_peak(p: Profile, request: Request, kr: KernelRoutes, dtype: str | N
     prefix_calls, calls = calls_of(request)
     if kr.executor.graph_commit is not None:  # each call walks its graph commits: priced as such (kv/work.py)
         charge(len(calls), request.chunk, GRAPH_CALL_COST - 1)
+        # one replay's ceiling in the same unit: MAX_CALLS CPU-backend calls of work. The CLI's command budget
+        # (500,000 units, charged just above) refuses first; the Python API and the oMLX facade have no budget,
+        # and a 2^30-token request on CUDA (524,289 calls of 2048, ~3-6 ms each) ran ~50 min (hostile pass 8)
+        if len(calls) * GRAPH_CALL_COST > MAX_CALLS:
+            raise UnsupportedError(
+                f"{len(calls):,} prefill calls of {request.chunk:,} tokens: on a backend that commits graphs (CUDA) "
+                f"a call walks its graphs (~{GRAPH_CALL_COST}x a CPU call), so one replay makes at most "
+                f"{MAX_CALLS // GRAPH_CALL_COST:,}; use a larger chunk or fewer tokens")
 
     types = p.layer_types
     states = {name: [EntryState(e) for e in lt.entries] for name, lt in types.items()}

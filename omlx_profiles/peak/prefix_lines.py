@@ -1,6 +1,7 @@
 """After a cached prefix, an upper bound of the total for a model whose fast path answers the exact model only on a
-backend without graph commits (a gated-DeltaNet hybrid on CPU / Metal: ``FastPeak._shapeless``), monotone in the
-prefix.
+backend without graph commits (a gated-DeltaNet hybrid on CPU / Metal: ``FastPeak._shapeless``; chunked attention
+since session 12: llama-4-scout's report fell 3.5% on Metal between 8,189 and 8,196 cached, 100 new tokens in
+chunks of 256, where its ChunkedKVCache starts trimming), monotone in the prefix.
 
 Why: the exact total falls with the prefix where the full-attention caches' 256-row copy moves with the alignment
 (qwen3.5-35b-a3b on CPU, one new token, chunk 512: 102,144 cached 2,374,701,370 B, 102,145 cached 2,176,563,936 B,
@@ -30,10 +31,10 @@ _KEEP = 1 << 12  # line sets kept per FastPeak (three per chunk size and shorter
 
 
 def applies(fast) -> bool:
-    """Whether ``fast`` (``peak.fast.FastPeak``) answers the exact model only on a backend without graph commits and
-    without chunked attention: the case this module bounds (a gated-DeltaNet on CPU / Metal)."""
-    return (fast.exact_only and not fast._unknown and fast.routes.executor.graph_commit is None
-            and not any(e.kind == "chunked" for lt in fast.profile.layer_types.values() for e in lt.entries))
+    """Whether ``fast`` (``peak.fast.FastPeak``) answers the exact model only on a backend without graph commits: the
+    case this module bounds (a gated-DeltaNet on CPU / Metal; chunked attention since session 12, whose caches'
+    rows cycle with the offset: ``CallModel._steps`` bounds them after any history)."""
+    return fast.exact_only and not fast._unknown and fast.routes.executor.graph_commit is None
 
 
 def prefix_upper(fast, new: int, chunk: int, cached: int, memo: dict) -> int | None:
@@ -57,16 +58,18 @@ def prefix_upper(fast, new: int, chunk: int, cached: int, memo: dict) -> int | N
 
 
 def _lines(fast, memo: dict, S: int, one: bool, mode: str, q: int):
-    key = (S, one, mode, q, _TILED_VERSION[0])
+    # keyed by the FastPeak too: one memo serves every backend / dtype of an ``Estimator`` (until session 12 it did
+    # not, and a model asked on cpu first was answered on metal from the cpu lines)
+    key = (fast, S, one, mode, q, _TILED_VERSION[0])  # the object itself (hashed by identity): never a stale id
     t = memo.get(key)
     if t is None:
-        m = memo.get(("model", one, _TILED_VERSION[0]))
+        mkey = ("model", fast, one, _TILED_VERSION[0])
+        m = memo.get(mkey)
         if m is None:
-            m = memo[("model", one, _TILED_VERSION[0])] = CallModel(
-                fast.profile, fast.routes, tiled_state()[1], fast.dtype, fast.nax, fast._worst, fast.kv_scale,
-                fresh_history=False, prev_one=one)
+            m = memo[mkey] = CallModel(fast.profile, fast.routes, tiled_state()[1], fast.dtype, fast.nax, fast._worst,
+                                       fast.kv_scale, fresh_history=False, prev_one=one)
         if len(memo) >= _KEEP:
             memo.clear()
-            memo[("model", one, _TILED_VERSION[0])] = m
+            memo[mkey] = m
         t = memo[key] = m.pieces(q, S, mode, q_min=q, both=False)[0]
     return t

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from ..errors import InputError, UnsupportedError
 from ..kv.replay import SCHEDULES
+from ..units import MAX_TOKENS
 from ..validation import check_count
 
 
@@ -24,9 +25,11 @@ class Request:
 
     def __post_init__(self):
         # the checked value is the one kept: a numpy integer (np.uint8 overflowed in the arithmetic), an IntEnum
-        # or an int subclass becomes a plain int (hostile pass 6)
+        # or an int subclass becomes a plain int (hostile pass 6). Token counts stop at units.MAX_TOKENS (2^30), as
+        # the CLI's and the facade's do (they took 2^40 here: hostile pass 8, one contract for the same number)
         for name in ("tokens", "cached", "chunk", "batch"):
-            object.__setattr__(self, name, check_count(name, getattr(self, name), minimum=0 if name == "cached" else 1))
+            object.__setattr__(self, name, check_count(name, getattr(self, name), minimum=0 if name == "cached" else 1,
+                                                       maximum=MAX_TOKENS))
         if self.cached >= self.tokens:
             raise InputError(f"cached ({self.cached}) must be less than tokens ({self.tokens}): nothing left to prefill")
         if self.schedule not in SCHEDULES:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..estimate.budget import default_reserve
+from ..estimate.budget import resolve_reserve
 from ..dtypes import DTYPE_BYTES
 from ..errors import InputError
 from ..estimate.estimator import Estimator
@@ -105,10 +105,13 @@ def _act(profile, dtype: str | None) -> int:
 
 
 def _verdict(total: int | None, budget: int | None, reserve: int | None) -> dict:
+    # the reserve through the one check (estimate.budget.resolve_reserve: a count, 0 .. 1 PiB), as sharded_fit's
+    # and the single-machine verdict's: a reserve of -1 here answered "usable = budget + 1", 1.5 a float
+    # (hostile pass 8: sharded_estimate answered what sharded_fit and Estimator.fits refuse)
     if budget is None:
-        return {"budget_bytes": None, "reserve_bytes": reserve, "usable_bytes": None, "fits": None,
-                "headroom_bytes": None}
-    r = reserve if reserve is not None else default_reserve(budget)
+        return {"budget_bytes": None, "reserve_bytes": None if reserve is None else resolve_reserve(0, reserve),
+                "usable_bytes": None, "fits": None, "headroom_bytes": None}
+    r = resolve_reserve(budget, reserve)
     if r > budget:
         raise InputError(f"--reserve {r} bytes is larger than the budget ({budget} bytes)")
     usable = budget - r
@@ -201,7 +204,7 @@ def sharded_fit(res, opts: ShardedOptions, weights: list[RankWeights], views: li
     per_rank, seen = [], {}
     for v, w in zip(views, weights):
         budget = opts.budget_of(v.rank)
-        reserve = opts.reserve if opts.reserve is not None else default_reserve(budget)
+        reserve = resolve_reserve(budget, opts.reserve)  # the one check, as _verdict and Estimator.fits
         if reserve > budget:
             raise InputError(f"--reserve {reserve} bytes is larger than rank {v.rank}'s budget ({budget} bytes)")
         comm = comm_bytes(v, opts.spec, opts.chunk, hidden, _act(v.profile, opts.dtype))

@@ -8,7 +8,11 @@ A case passes when the command:
   exception nobody turned into a sentence),
 * writes nothing (the working directory is a fresh temporary one and must stay empty) and runs nothing
   (``MARKER`` in a case becomes a path that must not appear),
-* finishes within ``CASE_SECONDS`` (an interval timer interrupts a hang; the elapsed time is checked too).
+* finishes within ``CASE_SECONDS`` of this process's CPU time (an interval timer interrupts slow work; the CPU
+  time is checked too) and within ``WALL_SECONDS`` of wall time (a hang that burns no CPU: a blocked read).
+  CPU, not wall time, for the work: on a loaded CI box (2 cores, load 12) a 5 s wall alarm failed cases that did
+  their work in ~1.5 s of CPU (session 12's baseline: test_generated_big_yaml[keys_60k] at 5.65 s wall, a sharded
+  deepseek-v3 verdict interrupted inside ``fit``), and interrupted imports poisoned later tests (session 11).
 
 Most cases run in-process through ``omlx_profiles.cli.main.main`` (fast); a few run in a subprocess to
 prove no traceback reaches a real terminal.
@@ -33,6 +37,9 @@ CONFIG_DIR = HERE / "config"
 OK_DIR = HERE / "ok"
 
 CASE_SECONDS = 5.0
+#: The wall-clock backstop: only a case that WAITS (a FIFO, ``/dev/stdin`` on an open pipe) gets near it; work is
+#: bounded by the CPU limit. At least this, and at least 12 x the CPU limit (a 12-load box gives a case ~1/12 core).
+WALL_SECONDS = 60.0
 # What must never reach a terminal raw: C0/C1 controls (ESC sequences repaint or hide text) and bidi
 # overrides (they reorder what the user reads). Newline and tab are how messages are laid out.
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -44,17 +51,29 @@ class CaseTimeout(BaseException):
 
 
 @contextlib.contextmanager
-def deadline(seconds: float = CASE_SECONDS):
-    def on_alarm(signum, frame):
-        raise CaseTimeout(f"case did not finish within {seconds} s")
+def deadline(seconds: float = CASE_SECONDS, wall: float | None = None):
+    """At most ``seconds`` of this process's CPU time (``ITIMER_PROF``; the CLI's own per-command deadline,
+    ``kv.work.deadline``, keeps this timer's end under its own and hands it back) and ``wall`` seconds of wall time
+    (default: the larger of ``WALL_SECONDS`` and 12 x ``seconds``); past either, ``CaseTimeout``."""
+    wall = max(WALL_SECONDS, 12 * seconds) if wall is None else wall
 
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    def on_prof(signum, frame):
+        raise CaseTimeout(f"case used more than {seconds} s of CPU")
+
+    def on_alarm(signum, frame):
+        raise CaseTimeout(f"case did not finish within {wall} s of wall time (blocked, not working)")
+
+    old_prof = signal.signal(signal.SIGPROF, on_prof)
+    old_alarm = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    signal.setitimer(signal.ITIMER_REAL, wall)
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        signal.signal(signal.SIGPROF, old_prof)
+        signal.signal(signal.SIGALRM, old_alarm)
 
 
 @dataclass
@@ -62,7 +81,8 @@ class Result:
     code: int
     out: str
     err: str
-    seconds: float
+    seconds: float  # CPU seconds of this process (user + system): what the case's work cost, whatever the load
+    wall: float = 0.0
 
 
 def run_main(*argv: str, seconds: float = CASE_SECONDS) -> Result:
@@ -70,10 +90,10 @@ def run_main(*argv: str, seconds: float = CASE_SECONDS) -> Result:
     from omlx_profiles.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
-    t0 = time.perf_counter()
+    t0, w0 = time.process_time(), time.perf_counter()
     with deadline(seconds), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(list(argv))
-    return Result(code, out.getvalue(), err.getvalue(), time.perf_counter() - t0)
+    return Result(code, out.getvalue(), err.getvalue(), time.process_time() - t0, time.perf_counter() - w0)
 
 
 def run_subprocess(*argv: str, seconds: float = 20.0, cwd: Path | None = None, env: dict | None = None) -> Result:
@@ -82,10 +102,18 @@ def run_subprocess(*argv: str, seconds: float = 20.0, cwd: Path | None = None, e
     full_env.pop("OMLX_PROFILES_DEBUG", None)
     full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
     full_env.update(env or {})
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _children_cpu()
     p = subprocess.run([sys.executable, "-m", "omlx_profiles.cli.main", *argv], capture_output=True, text=True,
                        timeout=seconds, cwd=cwd, env=full_env)
-    return Result(p.returncode, p.stdout, p.stderr, time.perf_counter() - t0)
+    return Result(p.returncode, p.stdout, p.stderr, _children_cpu() - c0, time.perf_counter() - t0)
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children (the child's own cost, start-up included)."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def assert_clean_failure(r: Result, codes, *fragments: str, where: str | None = None) -> None:
@@ -103,7 +131,7 @@ def assert_clean_failure(r: Result, codes, *fragments: str, where: str | None = 
         assert f.lower() in r.err.lower(), f"{f!r} not in stderr: {r.err[:2000]}"
     if where is not None:
         assert where in r.err, f"{where!r} (where) not in stderr: {r.err[:2000]}"
-    assert r.seconds < CASE_SECONDS, f"took {r.seconds:.2f} s"
+    assert r.seconds < CASE_SECONDS, f"took {r.seconds:.2f} s of CPU"
 
 
 def assert_nothing_written(directory: Path, before: set[str]) -> None:

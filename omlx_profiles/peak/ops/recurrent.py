@@ -74,8 +74,10 @@ def linear_attention_items(p: Profile, lt: LayerType, entry: CacheEntry, step: E
                     + S * nv * 4 * 2)
             items.append(Item("deltanet.gates", S * nv * 4 * 4 + 2 * S * nv * dk * s, 6, out=0,
                               carry=held, carry_items=1))
+            gc = ctx.routes.executor.graph_commit
             items += deltanet_recurrence_items(S, d, nvdv, s, held, S * (d.conv_dim + nvdv + 2 * nv) * s,
-                                               monotone=ctx.routes.executor.graph_commit is not None)
+                                               monotone=gc is not None, dk=dk,
+                                               graph_nodes=gc.max_nodes + 1 if gc is not None else 0)
         if not cache_only:
             items.append(Item("deltanet.out_norm", S * nvdv * s * 3, 5, out=S * nvdv * s))
             items.append(Item("o_proj", S * h * s, 1, elems=S * nvdv + h * nvdv))
@@ -118,6 +120,8 @@ def linear_attention_items(p: Profile, lt: LayerType, entry: CacheEntry, step: E
 # the layer's states over); 32 keeps that small and the item count low
 DELTANET_SPANS = 32
 CHAIN_KERNELS, READOUT_KERNELS = 6, 2  # kernels per step of each phase (traced on the H200, see below)
+# state-sized fp32 buffers a chain step allocates (the decay product takes the previous state's buffer: donated)
+CHAIN_STATES = 3
 
 
 def deltanet_spans(S: int, monotone: bool) -> list[int]:
@@ -138,7 +142,7 @@ def deltanet_spans(S: int, monotone: bool) -> list[int]:
 
 
 def deltanet_recurrence_items(S: int, d: StateDims, nvdv: int, act: int, held: int, held_z: int, *,
-                              monotone: bool = False) -> list[Item]:
+                              monotone: bool = False, dk: int = 1, graph_nodes: int = 0) -> list[Item]:
     """``gated_delta_ops`` (off Metal) in the order MLX evaluates it: a Python loop of one compiled step per
     token builds a lazy graph whose two outputs per step are the new fp32 state and ``y = sum(state * q)``.
     MLX evaluates the graph depth-first from what is asked for (the cache's final state, then the next layer's
@@ -156,19 +160,33 @@ def deltanet_recurrence_items(S: int, d: StateDims, nvdv: int, act: int, held: i
     Items: ``DELTANET_SPANS`` chain spans, then as many readout spans, then the stack. Each span hands the
     next one everything still alive (``carry``, one item on): ``held`` (what the loop reads: q, k, v, g,
     beta, and z's in_proj buffer), the states written so far and not yet read out, the ``y``s so far.
-    Within a span its bytes are what the steps allocate: a chain step its new state and two state-sized
-    temporaries (``state * decay``, ``k * delta``: inputs of the step's kernels, so held while its graph is
-    in flight), a readout its ``state * q`` product and ``y`` (fp32 sum, cast).
+    Within a span its bytes are what the steps allocate: a chain step three state-sized fp32 buffers
+    (``CHAIN_STATES``: ``state * k``, the new state, ``new state * q``; the decay product ``state * decay`` takes the
+    previous step's new state's buffer, which nothing else references: donated) and its small fp32 arrays (k cast
+    to fp32, kv_mem, delta), all inputs of its graph's kernels so held while the graph is in flight; a readout its
+    ``state * q`` product and ``y`` (fp32 sum, cast). The chain's carry also holds the previous step's state and,
+    on a graph-commit executor, one chain graph's inputs for the completion overlap
+    (``GraphCommit.completion_overlap_graphs``: the host woken by a finished graph encodes the next before the worker
+    drops the finished one's temporaries; the chain's small graphs complete every few ms, so that race is run
+    hundreds of times per layer).
 
-    Known over-count (session 11, not changed): graph DOT dumps of Qwen3-Next on the H200
-    (results/dots_s11d_qwen3-next-80b-a3b-8l-64e.*) confirm 6 kernels per chain step (a copy, two broadcast
-    multiplies, the row reduction, the compiled delta, and a compiled kernel with two fp32 state-sized outputs), so
-    the graph count is right; but every trace with 11 graphs in flight grows 102.5-104.5 MiB per 101-kernel chain
-    graph (~3.1 states per step) where these items charge 134.7 (4 per step): Qwen3-Next 8k / step 512 is 1.162 of
-    its measured peak. Charging 3 per step puts 9 GDN points of 5 shapes under 1.00 (lowest 0.969), so which buffer is
-    not alive is not settled; the shape stays ``band: unknown``."""
+    Session 12 (s12-cuda, run_s12cuda1.sh, predictions first): session 11's dumps show 6 kernels per chain step
+    (the k copy, two broadcast multiplies, the row reduction, the compiled delta, a compiled kernel with two fp32
+    state-sized outputs); the traces ramp 102.5-104.5 MiB per 101-kernel chain graph with no completion between
+    (Qwen3-Next, 2 MiB states: 16.8 steps x 3.05 states) and 154-157 MiB (Qwen3.5, 3 MiB states): three fresh
+    states per step, not four (the fourth was session 11's 1.162 at 8k / step 512). The rest of what the fourth
+    covered at 8 layers is the conv inputs held to the end of the call (``deferred_conv_bytes``): with both, every
+    gated-DeltaNet CUDA shape is 1.019-1.058 of its highest measured peak (8 layers, a 16-layer cut, and 1.149 idle
+    for the whole Qwen3.5-27B, where main's items were under: 0.978)."""
     st_b = d.ssm_elems * 4
     y_b = nvdv * act
+    # a step's small fp32 arrays: k cast to fp32 (the copy kernel), kv_mem and delta (inputs of its graph's kernels)
+    small = (d.ssm_shape[0] * dk + 2 * nvdv) * 4 if len(d.ssm_shape) == 3 else 0
+    # the completion overlap of one chain graph (GraphCommit.completion_overlap_graphs, at most one graph): the
+    # host woken by a finished graph encodes the next before the worker drops the finished graph's inputs (its
+    # steps' decay products and state * k products, the small arrays); a chain graph is ~graph_nodes /
+    # CHAIN_KERNELS steps and completes every few ms, so the race is run hundreds of times per layer
+    overlap = -(-graph_nodes // CHAIN_KERNELS) * (2 * st_b + small) if graph_nodes else 0
     spans = deltanet_spans(S, monotone)
     items = []
     states = 0
@@ -176,10 +194,12 @@ def deltanet_recurrence_items(S: int, d: StateDims, nvdv: int, act: int, held: i
         states += n * st_b
         # the carry also counts the next span's states: a window that starts inside that span holds the states
         # it wrote before the window's edge (bytes spread evenly over the span would miss them), so the
-        # discretization errs by at most one span's states, on the safe side
+        # discretization errs by at most one span's states, on the safe side; and the previous step's new state
+        # (the buffer the window's first step's decay product takes)
         ahead = spans[k + 1] * st_b if k + 1 < len(spans) else 0
-        items.append(Item("deltanet.recurrence_states", n * 4 * st_b + (2 * st_b if k == 0 else 0),
-                          CHAIN_KERNELS * n, carry=held + states + ahead, carry_items=1, out=0,
+        items.append(Item("deltanet.recurrence_states",
+                          n * (CHAIN_STATES * st_b + small) + (3 * st_b if k == 0 else 0),
+                          CHAIN_KERNELS * n, carry=held + states + ahead + st_b + overlap, carry_items=1, out=0,
                           elems=n * 3 * d.ssm_elems, grows=monotone))
     ys = 0
     for n in spans:
@@ -276,3 +296,36 @@ def state_snapshot_bytes(p: Profile, lt: LayerType, entry: CacheEntry, q_len: in
     conv = next(t for t in entry.tensors if t.name.startswith("conv"))
     conv_b = act if conv.dtype == "model" else DTYPE_BYTES[conv.dtype]
     return q_len * d.conv_dim * conv_b
+
+
+def deferred_conv_bytes(p: Profile, q_len: int, act: int) -> int:
+    """Bytes of the state layers' conv inputs that stay alive to the end of a call of ``q_len`` queries, where
+    the new conv state is a copy (``conv_state: contiguous``): ``cache[0] = mx.contiguous(conv_input[:, -(K-1):])``
+    is lazy and only the cache reads it, so it is one of the outputs ``mx.eval([c.state for c in cache])`` asks
+    for and MLX's tape (built breadth-first from those outputs, run from the back) runs it after the whole
+    forward: each layer's (K-1+S) x conv_dim concatenation stays allocated from its layer to the end of the call.
+
+    Measured on the H200 (Qwen3-Next 8 layers, six gated-DeltaNet layers: commits_gdnb.json, commits_gdn.json):
+    the memory at the end of each layer's state chain climbs by 64 / 32 / 16 MiB per gated-DeltaNet layer at
+    chunks of 4096 / 2048 / 1024 (that layer's (3+S) x 8192 bf16 concatenation), and the next chunk starts
+    from the caches alone (28 MiB before chunk 2 at step 4096). Charged for every state layer of the model at
+    once (exact from the last state layer on; earlier layers hold fewer). Only the mixers this module itemizes
+    (``mixer``); a family with conv-only state layers keeps its own model."""
+    tr = traits_of(p.mlx_model_type)
+    if q_len <= 1 or tr.conv_state != "contiguous" or tr.mixer == "none":
+        return 0
+    total = 0
+    counts: dict[str, int] = {}
+    for n in p.layer_names:
+        counts[n] = counts.get(n, 0) + 1
+    for name, lt in p.layer_types.items():
+        for e in lt.entries:
+            if e.kind != "state":
+                continue
+            conv = next((t for t in e.tensors if t.name.startswith("conv")), None)
+            if conv is None:
+                continue
+            d = state_dims(p, lt, e)
+            conv_b = act if conv.dtype == "model" else DTYPE_BYTES[conv.dtype]
+            total += counts.get(name, 0) * (d.k1 + q_len) * d.conv_dim * conv_b
+    return total
