@@ -536,7 +536,7 @@ def cuda_prefix_for(profile: Profile, backend: str, mlx_version: str | None, dty
     if b.kind != MEASURED and no_bound_reason(profile, kr):
         return None
     try:
-        return prefix_table(profile, kr, chunk, dtype, nax, kv_scale, None if b.kind == MEASURED else (b.worst or b.kind))
+        return prefix_table(profile, kr, chunk, dtype, nax, kv_scale, b.worst_case)
     except UnsupportedError:
         return None
 
