@@ -168,6 +168,26 @@ def test_bucket_windows_equal_the_plain_forms(blocked, monkeypatch):
         assert chain_graph_window(items, mn, me, inf, 2, small) == chain
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_window_scan_numpy_equals_the_loop(seed, monkeypatch):
+    """``executor._scan_numpy`` (>= 64 items: every CPU / Metal call) gives the loop's windows: the same
+    ``{start: bytes}`` (keys, float values and order) and the same largest window, over windows narrower than one
+    item, a few items and wider than the call, with and without view slots."""
+    rng = random.Random(seed)
+    for _ in range(40):
+        items = _items(rng, rng.randint(64, 300)) + [Item("t", rng.randint(0, 1 << 45), rng.randint(1, 9),
+                                                           rng.randint(0, 3))]
+        rng.shuffle(items)
+        window, ow, vw = rng.choice([1, 3, 57, 114, 600, 5000]), rng.choice([1, 2]), rng.choice([0, 1])
+        fast_sums, loop_sums = [], []
+        fast = executor.window_max(items, window, ow, vw, all_sums=fast_sums)
+        monkeypatch.setattr(executor, "_NUMPY_SCAN", 1 << 30)
+        loop = executor.window_max(items, window, ow, vw, all_sums=loop_sums)
+        monkeypatch.setattr(executor, "_NUMPY_SCAN", 64)
+        assert fast == loop
+        assert [list(d.items()) for d in fast_sums] == [list(d.items()) for d in loop_sums]
+
+
 def _plain_embed(a, b):
     """``_Ops.embed`` as session 11 wrote it (every op gathered): the reference of the per-item form."""
     import operator

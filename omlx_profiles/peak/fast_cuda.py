@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import bisect
 import operator
-from itertools import chain
 
 import numpy as np
 
@@ -31,7 +30,7 @@ from ..kv.work import GRAPH_CALL_COST
 from ..registry.profile import Profile
 from .call import (activation_dtype, call_window, growth_bytes, held_bytes, items_of_call, pinned_bytes, run_ahead_ops,
                    validate_profile)
-from .executor import carried_per_item, window_max
+from .executor import carried_array, window_max
 from .fast_pieces import last_same
 from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 from .replay import EntryState, fill_prefix
@@ -293,7 +292,7 @@ class _Ops:
         ``peak.fast_cuda_prefix``'s fewest-elements calls). The per-op arrays (``per_node``, ``per_el``, ``per_byte``,
         ``owner``, ``carried``) are built on first use: a bucket's bottom call needs none of them where its ops are
         mapped per item (``embed``), and each is a pass over up to ~500k ops (a GDN call)."""
-        from .executor import split_ops
+        from .executor import split_item
 
         self._memo: dict = {}  # arrays that depend on these items alone (``cached``)
         a = max(act, 1)
@@ -311,7 +310,7 @@ class _Ops:
             special = bool((it.op_bytes and len(it.op_bytes) == n and n > 1) or (isinstance(e, tuple) and len(e) == n))
             rows.append((it.bytes, it.bytes if it.out < 0 else it.out, it.carry, n,
                          (it.nodes if it.nodes >= 0 else it.ops) / n, 0.0 if special else (e or it.bytes // a) / n,
-                         special, sigs[k], None if light else split_ops([it])))
+                         special, sigs[k], None if light else split_item(it)))
         self.sig = tuple(map(sigs.__getitem__, ids))
 
         def col(i, dtype):
@@ -404,10 +403,11 @@ class _Ops:
         """``per_byte``, ``owner`` and ``carried`` (from the items ``split_ops`` makes), into the memo."""
         _, _, rows, inv = self._lazy
         parts = [r[8] for r in rows]
-        split = list(chain.from_iterable(map(parts.__getitem__, inv.tolist())))
-        # per distinct item, its split items' op counts and bytes per op (the same division, element by element)
-        p_ops = np.array([max(1, it.ops) for q in parts for it in q], dtype=np.int64)
-        p_bpo = np.array([it.bytes for q in parts for it in q], dtype=np.float64) / p_ops
+        # per distinct item, its split items' op counts and bytes per op (the same division, element by element),
+        # outputs, carries and carry reaches (``carried_per_item``'s inputs, read once per distinct split item)
+        p_all = [it for q in parts for it in q]
+        p_ops = np.array([max(1, it.ops) for it in p_all], dtype=np.int64)
+        p_bpo = np.array([it.bytes for it in p_all], dtype=np.float64) / p_ops
         # the split items of every item in call order, as indices into the distinct items' split items
         p_len = np.array([len(q) for q in parts], dtype=np.int64)
         p_start = np.concatenate(([0], np.cumsum(p_len)))[:-1]
@@ -416,8 +416,13 @@ class _Ops:
         flat = first + np.arange(int(lens.sum()))
         ops, bpo = p_ops[flat], p_bpo[flat]
         self._memo["per_byte"] = np.repeat(bpo, ops)
-        self._memo["owner"] = np.repeat(np.arange(len(split)), ops)
-        self._memo["carried"] = np.array(carried_per_item(split))
+        self._memo["owner"] = np.repeat(np.arange(len(flat)), ops)  # the split item a window starting at each op is in
+        # ``carried_per_item(split)`` in its numpy form (equal to the loop: tests/test_speed_paths.py), from the
+        # distinct split items' values
+        p_out = np.array([it.bytes if it.out < 0 else it.out for it in p_all], dtype=np.float64)
+        p_carry = np.array([it.carry for it in p_all], dtype=np.float64)
+        p_ci = np.array([it.carry_items for it in p_all], dtype=np.int64)
+        self._memo["carried"] = carried_array(p_out[flat], p_carry[flat], np.arange(len(flat)) + p_ci[flat])
 
     def cached(self, name: str):
         """An array of these items alone, built once (a bucket's top is bounded, embedded and split from more
@@ -1215,4 +1220,4 @@ def cuda_fit_for(profile: Profile, backend: str, mlx_version: str | None, dtype:
     b = basis_for(profile, kr)
     if b.kind != MEASURED and no_bound_reason(profile, kr):
         return None
-    return CudaFit(profile, kr, chunk, dtype, nax, 1.0, None if b.kind == MEASURED else (b.worst or b.kind))
+    return CudaFit(profile, kr, chunk, dtype, nax, 1.0, b.worst_case)
