@@ -42,7 +42,7 @@ class CallWalk:
     caller can evaluate any call it wants: its totals are the exact replay's per-call totals."""
 
     def __init__(self, profile: Profile, routes: KernelRoutes, chunk: int, dtype: str | None, nax: bool,
-                 kv_scale: float, worst: str | None, *, only_worst: bool = False, prefix_calls: tuple = ()):
+                 kv_scale: float, worst: str | None, *, only_worst: bool = False, prefix_calls: tuple[tuple[int, int], ...] = ()):
         validate_profile(profile)
         self.p = profile
         self.kr = routes
@@ -63,7 +63,7 @@ class CallWalk:
 
     def reset(self) -> None:
         self.states = {name: [EntryState(e) for e in lt.entries] for name, lt in self.p.layer_types.items()}
-        self.offset = fill_prefix(self.states, list(self.prefix_calls)) if self.prefix_calls else 0
+        self.offset = fill_prefix(self.states, self.prefix_calls) if self.prefix_calls else 0
         self.q_prev = 0
         self.ci = 0
 
@@ -165,10 +165,11 @@ _FULL_KEEP = 32
 
 
 def full_call_totals(profile: Profile, routes: KernelRoutes, chunk: int, dtype: str | None, nax: bool,
-                     kv_scale: float, worst: str | None, prefix_calls: list[int], k: int) -> list[int]:
-    """The exact totals of a prompt's first ``k`` full chunk calls after ``prefix_calls`` (one variant: the op
-    model, or its ``worst`` case alone, as ``prefill._prefill_peak`` runs them), from a table kept per profile,
-    routes, chunk, prefix and variant and extended on demand: these calls do not depend on the prompt's length.
+                     kv_scale: float, worst: str | None, prefix_calls: tuple[tuple[int, int], ...], k: int) -> list[int]:
+    """The exact totals of a prompt's first ``k`` full chunk calls after ``prefix_calls`` (``(size, count)`` runs;
+    one variant: the op model, or its ``worst`` case alone, as ``prefill._prefill_peak`` runs them), from a table
+    kept per profile, routes, chunk, prefix and variant and extended on demand: these calls do not depend on the
+    prompt's length.
 
     Why the replay needs them: it evaluates the first call, the last three and the last cache-growing ones, which
     is every candidate for the highest call where a call's total only grows with its offset (CPU, Metal). On CUDA

@@ -125,8 +125,10 @@ def _prefill_peak(p: Profile, request: Request, kr: KernelRoutes, dtype: str | N
     _, tiled = tiled_state()
     window = kr.executor.window_for(request.chunk)
 
-    if (request.tokens // request.chunk) > MAX_CALLS:
-        raise UnsupportedError(f"{request.tokens} tokens in chunks of {request.chunk} is more than "
+    # the prompt's own calls are replayed one by one; the prefix's are fast-forwarded in runs (replay.fill_prefix:
+    # a million one-token prefix calls are one run), so only the former are limited
+    if (request.new_tokens // request.chunk) > MAX_CALLS:
+        raise UnsupportedError(f"{request.new_tokens} new tokens in chunks of {request.chunk} is more than "
                                f"{MAX_CALLS} prefill calls; use a larger chunk")
     prefix_calls, calls = calls_of(request)
     if kr.executor.graph_commit is not None:  # each call walks its graph commits: priced as such (kv/work.py)

@@ -125,9 +125,28 @@ def entry_bytes(e: CacheEntry, rows: int, act: int, started: bool) -> int:
     return rows * e.row_elements * act
 
 
-def calls_of(request) -> tuple[list[int], list[int]]:
-    """The calls that filled the prefix cache, and the prompt's own calls (query lengths, in order)."""
-    prefix_calls = calls_for(request.cached, "generate", request.chunk) if request.cached else []
+def prefix_runs(cached: int, chunk: int) -> tuple[tuple[int, int], ...]:
+    """The calls that filled a prefix of ``cached`` tokens (``generate`` schedule: full chunks, the rest, then one
+    token) as ``(size, count)`` runs, equal to ``runs(calls_for(cached, "generate", chunk))`` but without the list:
+    a prefix is stepped run by run (``fill_prefix``), so its length in calls is not limited the way the prompt's own
+    replayed calls are (``kv.replay.MAX_CALLS``): 2^30 cached tokens fed one at a time are one run."""
+    if cached <= 0:
+        return ()
+    head = cached - 1
+    out: list[list[int]] = []
+    for s, k in ((chunk, head // chunk), (head % chunk, 1), (1, 1)):
+        if s and k:
+            if out and out[-1][0] == s:
+                out[-1][1] += k
+            else:
+                out.append([s, k])
+    return tuple((s, k) for s, k in out)
+
+
+def calls_of(request) -> tuple[tuple[tuple[int, int], ...], list[int]]:
+    """The calls that filled the prefix cache as ``(size, count)`` runs (``prefix_runs``), and the prompt's own
+    calls (query lengths, in order)."""
+    prefix_calls = prefix_runs(request.cached, request.chunk)
     calls = calls_for(request.new_tokens, request.schedule, request.chunk)
     if request.cached and request.schedule == "generate" and request.new_tokens == 1:
         calls = [1]
@@ -135,12 +154,12 @@ def calls_of(request) -> tuple[list[int], list[int]]:
     return prefix_calls, calls
 
 
-def fill_prefix(states: dict, prefix_calls: list[int]) -> int:
-    """Step every cache through the calls that filled the prefix; returns the tokens they hold. Runs of
-    equal calls are fast-forwarded (``EntryState.advance``): a million-token prefix fed one token at a
-    time costs a few thousand steps, not a million."""
-    for s, k in runs(prefix_calls):
+def fill_prefix(states: dict, prefix: tuple[tuple[int, int], ...]) -> int:
+    """Step every cache through the calls that filled the prefix (``(size, count)`` runs, ``prefix_runs``);
+    returns the tokens they hold. Runs of equal calls are fast-forwarded (``EntryState.advance``): a
+    million-token prefix fed one token at a time costs a few thousand steps, not a million."""
+    for s, k in prefix:
         for sts in states.values():
             for st in sts:
                 st.advance(s, k)
-    return sum(prefix_calls)
+    return sum(s * k for s, k in prefix)
