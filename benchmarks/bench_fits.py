@@ -26,8 +26,8 @@ Two budgets per request:
 "Warm" (session 11's definition): after ``Estimator.prepare(chunk, backend, follow_ups=...)`` for every chunk size of
 the row (an engine's start-up, timed in ``prep s``), a request that builds nothing: no replay, no table entry added
 (``built`` counts the requests that added any: a lazily built table, a replayed call). ``fits() <= 50 us warm for any
-prompt length`` is read from ``warm max``: the largest per-call thread CPU time over the row's warm requests, where a
-call above 50 us is timed again in batches (``_warm_cost``: the fastest of 7 batches of 5 calls, per call; it built
+prompt length`` is read from ``warm max``: the largest per-call thread CPU time over the row's warm requests, each
+timed again in batches (``_warm_cost``: the fastest of its first call and 7 batches of 5 calls, per call; it built
 nothing, so a repeat runs the same code on the same tables: what is left over is the scheduler and the other
 processes of a loaded machine, which put single calls at 100-300 us of thread time and wall-clock ones at 10-70 ms).
 
@@ -130,20 +130,17 @@ def _state(e: Estimator) -> int:
     return n
 
 
-#: A call whose thread CPU time is above this is timed again (``_warm_cost``) where it built nothing (us).
-SLOW_US = 50.0
 #: ``_warm_cost``: batches, and calls per batch.
 BATCHES, PER_BATCH = 7, 5
 
 
 def _warm_cost(e: Estimator, req: Request, budget: int, backend: str, first: float) -> float:
-    """A warm request's own cost (s of thread CPU): its first call where that is under ``SLOW_US``, else the fastest
-    of ``BATCHES`` batches of ``PER_BATCH`` calls of the same request, per call. The request built nothing, so a
-    repeat runs the same code on the same tables; a batch's mean smooths the timer's grain, and the fastest batch
-    is the one the scheduler and the other processes of a loaded machine touched least (session 11 took the fastest
-    of 3 single calls: at load 13 on 2 cores that still read 52-73 us for calls whose batches run at 20-40 us)."""
-    if first * 1e6 <= SLOW_US:
-        return first
+    """A warm request's own cost (s of thread CPU): the fastest of its first call and ``BATCHES`` batches of
+    ``PER_BATCH`` calls of the same request, per call. The request built nothing, so a repeat runs the same code on
+    the same tables; a batch's mean smooths the timer's grain, and the fastest batch is the one the scheduler and the
+    other processes of a loaded machine touched least (session 11 took the first call where it was under 50 us and
+    else the fastest of 3 single calls: at load 12-13 on 2 cores that read 47-73 us for calls whose batches run at
+    20-40 us)."""
     best = first
     for _ in range(BATCHES):
         c = time.thread_time()

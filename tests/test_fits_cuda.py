@@ -176,3 +176,21 @@ def test_the_chain_graph_window_holds_every_call_of_a_bucket():
             assert up >= exact, (t, up, exact)
         same = chain_graph_window(top, max_nodes, mega, inflight, 2, op_elements(top, 2))
         assert same - graph_window_max(top, max_nodes, mega, inflight, 2)[0] <= 4096 + same * 1e-9, t  # 1 B per op item + term roundings
+
+
+def test_a_context_past_the_replay_ceiling_is_refused_before_any_call():
+    """``CudaFit`` replays the full calls a length needs; past the replay's own ceiling (``peak.prefill``: MAX_CALLS
+    units, a CUDA call GRAPH_CALL_COST of them) it refuses before walking one: a 2^30-token context made ``prepare``
+    and ``fits`` walk 524,288 CUDA calls (hostile pass 8)."""
+    import time
+
+    from omlx_profiles.errors import UnsupportedError
+    from omlx_profiles.kv.replay import MAX_CALLS
+    from omlx_profiles.kv.work import GRAPH_CALL_COST
+
+    p = default_registry().resolve("meta-llama/Llama-3.2-1B-Instruct").profile
+    cf = cuda_fit_for(p, "cuda", None, None, False, 2048)
+    t = time.process_time()
+    with pytest.raises(UnsupportedError, match="larger chunk"):
+        cf.bounds(2048 * (MAX_CALLS // GRAPH_CALL_COST + 1) + 2)
+    assert not cf.F and time.process_time() - t < 1.0

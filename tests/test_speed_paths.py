@@ -146,12 +146,18 @@ def _plain_windows(items, max_nodes, max_mega, inflight, act, op_elems):
     return free, int(best * (1 + 1e-12)) + 1 + o.m
 
 
-def test_bucket_windows_equal_the_plain_forms():
+@pytest.mark.parametrize("blocked", [False, True])
+def test_bucket_windows_equal_the_plain_forms(blocked, monkeypatch):
     """The vectorized ``free_graph_window`` / ``chain_graph_window`` (session 12) equal session 11's op-by-op forms on
-    generated item lists of every shape the executor splits (per-op bytes and elements, nodes, carries)."""
+    generated item lists of every shape the executor splits (per-op bytes and elements, nodes, carries); ``blocked``:
+    the free window's branch and bound (``_max_window``) on blocks of 3 ops from 8 ops on."""
+    from omlx_profiles.peak import fast_cuda
     from omlx_profiles.peak.fast_cuda import chain_graph_window, free_graph_window, op_elements
     from tests.test_fits_cuda import _random_items, _scaled
 
+    if blocked:
+        monkeypatch.setattr(fast_cuda, "_WINDOW_BLOCK", 3)
+        monkeypatch.setattr(fast_cuda, "_WINDOW_BLOCKED", 8)
     rng = random.Random(12)
     for _ in range(60):
         items = _random_items(rng, rng.randint(1, 120))
@@ -160,3 +166,103 @@ def test_bucket_windows_equal_the_plain_forms():
         free, chain = _plain_windows(items, mn, me, inf, 2, small)
         assert free_graph_window(items, mn, me, inf, 2, small) == free
         assert chain_graph_window(items, mn, me, inf, 2, small) == chain
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_window_scan_numpy_equals_the_loop(seed, monkeypatch):
+    """``executor._scan_numpy`` (>= 64 items: every CPU / Metal call) gives the loop's windows: the same
+    ``{start: bytes}`` (keys, float values and order) and the same largest window, over windows narrower than one
+    item, a few items and wider than the call, with and without view slots."""
+    rng = random.Random(seed)
+    for _ in range(40):
+        items = _items(rng, rng.randint(64, 300)) + [Item("t", rng.randint(0, 1 << 45), rng.randint(1, 9),
+                                                           rng.randint(0, 3))]
+        rng.shuffle(items)
+        window, ow, vw = rng.choice([1, 3, 57, 114, 600, 5000]), rng.choice([1, 2]), rng.choice([0, 1])
+        fast_sums, loop_sums = [], []
+        fast = executor.window_max(items, window, ow, vw, all_sums=fast_sums)
+        monkeypatch.setattr(executor, "_NUMPY_SCAN", 1 << 30)
+        loop = executor.window_max(items, window, ow, vw, all_sums=loop_sums)
+        monkeypatch.setattr(executor, "_NUMPY_SCAN", 64)
+        assert fast == loop
+        assert [list(d.items()) for d in fast_sums] == [list(d.items()) for d in loop_sums]
+
+
+def _plain_embed(a, b):
+    """``_Ops.embed`` as session 11 wrote it (every op gathered): the reference of the per-item form."""
+    import operator
+
+    import numpy as np
+
+    from omlx_profiles.peak.fast_cuda import _shape_of
+
+    sa, sb = a.sig, b.sig
+    if len(sa) != len(sb) or a.m != b.m or _shape_of(sa) != _shape_of(sb):
+        return None
+    if not (np.all(a.byts <= b.byts) and np.all(a.outs <= b.outs) and np.all(a.carries <= b.carries)):
+        return None
+    ca, cb = a.counts, b.counts
+    diff = np.fromiter(map(operator.ne, sa, sb), dtype=bool, count=len(sa))
+    if np.any(diff & (a.special | b.special)) or np.any(ca > cb) or np.any(a.nodes > b.nodes + 1e-9):
+        return None
+    d = cb - ca
+    starts_a = np.concatenate(([0], np.cumsum(ca)))[:-1]
+    item = np.repeat(np.arange(len(cb)), cb)
+    local = np.arange(int(cb.sum())) - np.concatenate(([0], np.cumsum(cb)))[:-1][item]
+    mask = local >= d[item]
+    ai = np.where(mask, starts_a[item] + local - d[item], 0)
+    same = ~diff[item]
+    pna, pea, pba = a.per_node[ai], a.per_el[ai], a.per_byte[ai]
+    if np.any((pea > b.per_el) & same) or np.any((pba > b.per_byte) & same):
+        return None
+    lo_nodes = np.where(mask, np.minimum(pna, b.per_node), 0.0)
+    lo_el = np.where(mask, np.minimum(pea, b.per_el), 0.0)
+    slack = 0.0
+    if diff.any():
+        ex = np.where(diff, cb * np.maximum(a.byts / np.maximum(ca, 1) - b.byts / np.maximum(cb, 1), 0.0), 0.0)
+        slack = 2.0 * float(ex.max())
+    return lo_nodes, lo_el, slack
+
+
+def test_embed_per_item_equals_the_per_op_form():
+    """``_Ops.embed`` (per item, session 12) gives the arrays of the per-op form, bit for bit, or None where it does:
+    generated bottom / top pairs of a loop's spans (op counts that grow) and fixed items, some of them ``special``
+    (per-op bytes or elements: compared and taken op by op), some sizes above the top's (None)."""
+    from omlx_profiles.peak.fast_cuda import _Ops
+
+    rng = random.Random(1812)
+    seen = {True: 0, False: 0}
+    for _ in range(120):
+        shape = []
+        for _ in range(rng.randint(2, 25)):
+            ops = rng.choice((1, 2, 4))
+            shape.append((rng.random() < 0.4, rng.randint(0, 1 << 24), rng.randint(0, 1 << 26), rng.choice((1, 3)),
+                          ops, rng.random() < 0.3 and ops > 1, rng.random() < 0.2))
+
+        def call(steps, q):
+            out = []
+            for k, (grows, b, e, npo, ops, per_op, el_tuple) in enumerate(shape):
+                if grows:
+                    n = steps[k]
+                    out.append(Item("span", int(b * n), n * 2, carry=int(b * n) // 3, carry_items=1, out=0,
+                                    elems=int(e * n), nodes=npo * n * 2, grows=True))
+                    continue
+                bb = int(b * q)
+                first = bb * 9 // 10 if q < 1 else bb // ops  # a bottom's first op may hold more than the top's
+                rest = (bb - first) // (ops - 1) if ops > 1 else 0
+                op_bytes = tuple([first] + [rest] * (ops - 2) + [bb - first - rest * (ops - 2)]) if per_op else ()
+                elems = tuple(int(e * q * (j + 1) / ops) for j in range(ops)) if el_tuple else int(e * q)
+                out.append(Item("op%d" % (k % 4), bb, ops, carry=bb // 5, carry_items=1, elems=elems, nodes=npo * ops,
+                                op_bytes=op_bytes))
+            return out
+
+        top = [rng.randint(0, 9) for _ in shape]
+        bottom = [rng.randint(0, x) for x in top]
+        q = rng.choice((0.4, 1.0, 1.3))  # 1.3: fixed items above the top's: None
+        a, b = _Ops(call(bottom, q), 2), _Ops(call(top, 1.0), 2)
+        got, want = a.embed(b), _plain_embed(a, b)
+        assert (got is None) == (want is None)
+        seen[got is None] += 1
+        if got is not None:
+            assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes() and got[2] == want[2]
+    assert seen[True] and seen[False] > 30

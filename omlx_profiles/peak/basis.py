@@ -122,6 +122,13 @@ class Basis:
     worst: str = ""
     band: str = ""  # measured: why the band is unknown for this request (an over-the-band regime), else ""
 
+    @property
+    def worst_case(self) -> str | None:
+        """The worst-case rule the estimate also runs (``prefill._prefill_peak(worst=...)``, the fast paths' variant):
+        none where the basis is measured, else ``worst`` (a ``bound`` measured over the band keeps its backend's
+        rule) or the kind itself. One home for what five call sites spelled out."""
+        return None if self.kind == MEASURED else (self.worst or self.kind)
+
     def as_dict(self) -> dict:
         choices = list(CONSERVATIVE_CHOICES[self.worst or self.kind])
         if self.reason:

@@ -356,13 +356,12 @@ class MonotonePeak:
             cf = False
             f = self.fast
             if f.routes.executor.graph_commit is not None and not f._unknown:
-                from .basis import MEASURED, basis_for
+                from .basis import basis_for
                 from .fast_cuda import CudaFit
 
                 b = basis_for(f.profile, f.routes)
                 try:
-                    cf = CudaEnvelope(CudaFit(f.profile, f.routes, chunk, f.dtype, f.nax, f.kv_scale,
-                                              None if b.kind == MEASURED else (b.worst or b.kind)))
+                    cf = CudaEnvelope(CudaFit(f.profile, f.routes, chunk, f.dtype, f.nax, f.kv_scale, b.worst_case))
                 except OmlxProfilesError:
                     cf = False
             if len(self._cuda) >= 64:
@@ -378,13 +377,12 @@ class MonotonePeak:
             cp = False
             f = self.fast
             if f.routes.executor.graph_commit is not None and not f._unknown:
-                from .basis import MEASURED, basis_for
+                from .basis import basis_for
                 from .fast_cuda_prefix import prefix_table
 
                 b = basis_for(f.profile, f.routes)
                 try:  # CudaPrefix, or a gated-DeltaNet's per-count tables (CudaCounts)
-                    cp = prefix_table(f.profile, f.routes, chunk, f.dtype, f.nax, f.kv_scale,
-                                      None if b.kind == MEASURED else (b.worst or b.kind))
+                    cp = prefix_table(f.profile, f.routes, chunk, f.dtype, f.nax, f.kv_scale, b.worst_case)
                 except OmlxProfilesError:
                     cp = False
             if len(self._cuda_prefix) >= 16:

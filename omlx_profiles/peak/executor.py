@@ -118,19 +118,28 @@ _NUMPY_CARRIED = 64
 
 
 def _carried_numpy(out_of: list, carry: list, reach: list) -> list[float]:
-    """``carried_per_item``'s loop over every item at once, with the same float additions in the same order: for
-    each ``j`` the carries of items ``j - 8 .. j - 2`` that reach ``j`` (ascending; a carry that does not reach adds
-    ``0.0``, which leaves a sum unchanged), then item ``j - 1``'s output plus its carry where it reaches ``j``, where
-    that is not 0. Byte counts are integers below 2**53 (exact as float64), so ``out + carry`` is the loop's integer
-    sum. Checked against the loop on generated items (tests/test_speed_paths.py)."""
+    """``carried_per_item``'s loop over every item at once (``carried_array``), as a list."""
+    return carried_array(out_of, carry, reach).tolist()
+
+
+def carried_array(out_of, carry, reach):
+    """``carried_per_item``'s loop over every item at once, with the same float additions in the same order, from
+    the items' outputs (``bytes`` where ``out < 0``), carries and carry reaches (``i + carry_items``), as lists or
+    arrays: for each ``j`` the carries of items ``j - 8 .. j - 2`` that reach ``j`` (ascending; a carry that does not
+    reach adds ``0.0``, which leaves a sum unchanged), then item ``j - 1``'s output plus its carry where it reaches
+    ``j``, where that is not 0. Byte counts are integers below 2**53 (exact as float64), so ``out + carry`` is the
+    loop's integer sum. Checked against the loop on generated items (tests/test_speed_paths.py). ``peak.fast_cuda``
+    calls it with arrays it indexes per distinct item (no per-item attribute reads)."""
     import numpy as np
 
-    n = len(out_of)
-    o = np.array(out_of, dtype=np.float64)
-    cy = np.array(carry, dtype=np.float64)
-    rc = np.array(reach, dtype=np.int64)
+    o = np.asarray(out_of, dtype=np.float64)
+    n = len(o)
+    cy = np.asarray(carry, dtype=np.float64)
+    rc = np.asarray(reach, dtype=np.int64)
     j = np.arange(n)
     c = np.zeros(n)
+    if not n:
+        return c
     for d in range(8, 1, -1):
         i = np.maximum(j - d, 0)
         c = c + np.where((j - d >= 0) & (cy[i] != 0) & (rc[i] >= j), cy[i], 0.0)
@@ -138,7 +147,7 @@ def _carried_numpy(out_of: list, carry: list, reach: list) -> list[float]:
     add = o[i] + np.where((cy[i] != 0) & (rc[i] >= j), cy[i], 0.0)
     c = np.where(add != 0, c + add, c)
     c[0] = 0.0
-    return c.tolist()
+    return c
 
 
 def window_max(items: list[Item], window: int, op_weight: int = 1, view_weight: int = 0, *,
@@ -184,6 +193,13 @@ def _scan(live: _Live, carried: list[float], window: int, all_sums: list | None)
     total, last = b[-1], live.cum[-1]
     w = min(window, total)
     size = [it.bytes for it in items]
+    if n >= _NUMPY_SCAN and w > 0:
+        got = _scan_numpy(b, cum, size, carried, w)
+        if got is not None:
+            sums, best_lo = got
+            if all_sums is not None:
+                all_sums.append(sums)
+            return w, best_lo
 
     bisect_right = bisect.bisect_right
     best, best_lo = -1.0, 0.0
@@ -211,6 +227,54 @@ def _scan(live: _Live, carried: list[float], window: int, all_sums: list | None)
     if all_sums is not None:
         all_sums.append(sums)
     return w, best_lo
+
+
+#: From this many items ``_scan`` runs in numpy (a call of a few hundred items on CPU / Metal: every estimate there).
+_NUMPY_SCAN = 64
+
+
+def _scan_numpy(b: list, cum: list, size: list, carried: list, w: int):
+    """``_scan``'s loop over every boundary at once: ``({window start: bytes}, start of the largest)`` with the same
+    float operations per window, the same windows in the same order, the first of equal maxima; ``None`` where a
+    product ``size * slots`` could pass 2**53 (then numpy's float product is not Python's exact integer one: the
+    loop decides). The loop tries, per boundary in order, the window starting there (while it ends by the total)
+    and the one ending there (while it starts at or after 0), each start once: the boundaries rise, so a start tried
+    twice is a window ending at a boundary that another starts at, tried first as that start. Checked against the
+    loop on generated items (tests/test_speed_paths.py)."""
+    import numpy as np
+
+    n = len(size)
+    B = np.asarray(b, dtype=np.int64)
+    C = np.asarray(cum, dtype=np.float64)
+    S = np.asarray(size, dtype=np.float64)
+    R = np.append(np.asarray(carried, dtype=np.float64), 0.0)  # (a window starting at the total is never tried)
+    total = b[-1]
+    hi = B + w
+    k = np.searchsorted(B, hi, side="right") - 1
+    kk = np.minimum(k, n - 1)
+    d_hi = hi - B[kk]
+    lo = B - w
+    j = np.maximum(np.searchsorted(B, lo, side="right") - 1, 0)
+    jj = np.minimum(j, n - 1)
+    d_lo = lo - B[jj]
+    if max(float(np.max(np.abs(S[kk] * d_hi))), float(np.max(np.abs(S[jj] * d_lo)))) >= 2.0 ** 52:
+        return None
+    up_hi = np.where(k >= n, C[-1], C[kk] + S[kk] * d_hi / (B[kk + 1] - B[kk]))
+    v_start = up_hi - C + R
+    up_lo = C[jj] + S[jj] * d_lo / (B[jj + 1] - B[jj])
+    v_end = C - up_lo + R[jj]
+    ok_start = hi <= total
+    ok_end = (lo >= 0) & ~np.isin(lo, B)
+    keys = np.empty(2 * len(B), dtype=np.int64)
+    keys[0::2], keys[1::2] = B, lo
+    vals = np.empty(2 * len(B))
+    vals[0::2], vals[1::2] = v_start, v_end
+    ok = np.empty(2 * len(B), dtype=bool)
+    ok[0::2], ok[1::2] = ok_start, ok_end
+    keys, vals = keys[ok], vals[ok]
+    sums = dict(zip(keys.tolist(), vals.tolist()))
+    g = int(np.argmax(vals))
+    return sums, (int(keys[g]) if vals[g] > -1.0 else 0.0)
 
 
 def graph_ends(items: list[Item], max_nodes: int, max_mega_elements: int, act: int) -> list[float]:
@@ -316,6 +380,11 @@ def split_ops(items: list[Item]) -> list[Item]:
 
 
 _UNSPLIT = object()
+
+
+def split_item(it: Item) -> list[Item]:
+    """``split_ops([it])``."""
+    return _split_one(it) or [it]
 
 
 def _split_one(it: Item) -> list[Item] | None:

@@ -98,11 +98,10 @@ class FastPeak:
         self._prefix = lru_cache(maxsize=1024)(self._prefix_uncached)
         self._short: dict[int, int] = {}  # T(q): the exact total of a (q + 1)-token prompt (``fast_short``)
         self._fixed: dict[tuple[int, int], tuple[int | None, int] | None] = {}  # ``fixed_bounds``
-        from .basis import MEASURED, basis_for
+        from .basis import basis_for
 
-        b = basis_for(profile, self.routes)
         # the worst case prefill_peak takes (``b.worst``: a ``bound`` measured over the band keeps its backend's rule)
-        self._worst = None if b.kind == MEASURED else (b.worst or b.kind)
+        self._worst = basis_for(profile, self.routes).worst_case
         # a peak the estimator reports as unknown here (prefill_peak raises for every request): so does this
         from .basis import no_bound_reason
         from .ops.recurrent import unverified_peak

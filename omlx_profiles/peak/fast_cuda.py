@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import bisect
 import operator
-from itertools import chain
 
 import numpy as np
 
 from ..errors import UnsupportedError
 from ..kv.replay import MAX_CALLS, STEP
+from ..kv.work import GRAPH_CALL_COST
 from ..registry.profile import Profile
 from .call import (activation_dtype, call_window, growth_bytes, held_bytes, items_of_call, pinned_bytes, run_ahead_ops,
                    validate_profile)
-from .executor import carried_per_item, window_max
+from .executor import carried_array, window_max
 from .fast_pieces import last_same
 from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 from .replay import EntryState, fill_prefix
@@ -284,13 +284,15 @@ class _Ops:
     items' structure, to compare two calls. Built once per item list (a bucket's ends are shared); a call's
     layers share their item objects, so each distinct item is read once."""
 
-    __slots__ = ("sig", "byts", "outs", "carries", "per_node", "per_el", "per_byte", "owner", "carried", "m",
-                 "counts", "special", "nodes", "_memo")
+    __slots__ = ("sig", "byts", "outs", "carries", "m", "counts", "special", "nodes", "item_node", "item_el", "_memo",
+                 "_lazy")
 
     def __init__(self, items: list, act: int, light: bool = False):
         """``light``: the structure, nodes and input elements only (where a caller needs no window:
-        ``peak.fast_cuda_prefix``'s fewest-elements calls)."""
-        from .executor import split_ops
+        ``peak.fast_cuda_prefix``'s fewest-elements calls). The per-op arrays (``per_node``, ``per_el``, ``per_byte``,
+        ``owner``, ``carried``) are built on first use: a bucket's bottom call needs none of them where its ops are
+        mapped per item (``embed``), and each is a pass over up to ~500k ops (a GDN call)."""
+        from .executor import split_item
 
         self._memo: dict = {}  # arrays that depend on these items alone (``cached``)
         a = max(act, 1)
@@ -308,7 +310,7 @@ class _Ops:
             special = bool((it.op_bytes and len(it.op_bytes) == n and n > 1) or (isinstance(e, tuple) and len(e) == n))
             rows.append((it.bytes, it.bytes if it.out < 0 else it.out, it.carry, n,
                          (it.nodes if it.nodes >= 0 else it.ops) / n, 0.0 if special else (e or it.bytes // a) / n,
-                         special, sigs[k], None if light else split_ops([it])))
+                         special, sigs[k], None if light else split_item(it)))
         self.sig = tuple(map(sigs.__getitem__, ids))
 
         def col(i, dtype):
@@ -323,8 +325,41 @@ class _Ops:
         self.special = col(6, bool)
         per_node = col(4, np.float64)
         self.nodes = per_node * counts
-        self.per_node = np.repeat(per_node, counts)
-        self.per_el = np.repeat(col(5, np.float64), counts)
+        self.item_node = per_node  # per item: every op of an item has its nodes / ops (``embed`` reads them per item)
+        self.item_el = col(5, np.float64)  # per item, where not ``special`` (then per op: ``per_el``)
+        self._lazy = (items, a, rows, inv)
+        if not light:
+            self.m = int(np.array([len(r[8]) for r in rows], dtype=np.int64)[inv].sum())  # split items (``split_ops``)
+
+    @property
+    def per_node(self) -> np.ndarray:
+        """Per op: the kernel nodes ``graph_ends`` counts for it."""
+        return self.cached("per_node")
+
+    @property
+    def per_el(self) -> np.ndarray:
+        """Per op: the input elements ``graph_ends`` counts for it."""
+        return self.cached("per_el")
+
+    @property
+    def per_byte(self) -> np.ndarray:
+        """Per op: the bytes it allocates (its split item's bytes per op)."""
+        return self.cached("per_byte")
+
+    @property
+    def owner(self) -> np.ndarray:
+        """Per op: the split item a window starting there is in."""
+        return self.cached("owner")
+
+    @property
+    def carried(self) -> np.ndarray:
+        """Per split item: the outputs carried into a window starting in it (``_Live.carried``)."""
+        return self.cached("carried")
+
+    def _per_el(self) -> np.ndarray:
+        items, a, rows, _ = self._lazy
+        counts = self.counts
+        per_el = np.repeat(self.item_el, counts)
         if any(r[6] for r in rows):
             starts = np.concatenate(([0], np.cumsum(counts)))
             vals_of: dict[int, list] = {}  # per distinct item: its ops' input elements
@@ -340,15 +375,39 @@ class _Ops:
                     else:
                         vals = e
                     vals = vals_of[id(it)] = np.asarray(vals, dtype=np.float64)
-                self.per_el[starts[idx]:starts[idx + 1]] = vals
-        if light:
-            return
+                per_el[starts[idx]:starts[idx + 1]] = vals
+        return per_el
+
+    def special_values(self, idx: np.ndarray, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(per_el[ops], per_byte[ops])`` for ``ops``, the ops of the items at ``idx`` in order (``special`` items: a
+        few dozen a call), from those items alone where the per-op arrays are not built (``embed``'s bottom call)."""
+        m = self._memo
+        if "per_el" in m and "per_byte" in m:
+            return m["per_el"].take(ops), m["per_byte"].take(ops)
+        items, a = self._lazy[0], self._lazy[1]
+        els, byts = [], []
+        for i in idx.tolist():
+            it = items[i]
+            n = int(self.counts[i])
+            e = it.elems
+            if it.op_bytes and len(it.op_bytes) == n and n > 1:  # split per op (``split_ops``): 1 op of its bytes each
+                el = e if isinstance(e, tuple) and len(e) == n else ((e or 0) // n,) * n
+                els.append(np.asarray([x if x else b // a for x, b in zip(el, it.op_bytes)], dtype=np.float64))
+                byts.append(np.asarray(it.op_bytes, dtype=np.float64) / np.ones(n, dtype=np.int64))
+            else:  # per-op elements, not split: its bytes per op, n times
+                els.append(np.asarray(e, dtype=np.float64))
+                byts.append(np.repeat(np.array([it.bytes], dtype=np.float64) / np.array([n], dtype=np.int64), n))
+        return np.concatenate(els), np.concatenate(byts)
+
+    def _split_arrays(self) -> None:
+        """``per_byte``, ``owner`` and ``carried`` (from the items ``split_ops`` makes), into the memo."""
+        _, _, rows, inv = self._lazy
         parts = [r[8] for r in rows]
-        invl = inv.tolist()
-        split = list(chain.from_iterable(map(parts.__getitem__, invl)))
-        # per distinct item, its split items' op counts and bytes per op (the same division, element by element)
-        p_ops = np.array([max(1, it.ops) for q in parts for it in q], dtype=np.int64)
-        p_bpo = np.array([it.bytes for q in parts for it in q], dtype=np.float64) / p_ops
+        # per distinct item, its split items' op counts and bytes per op (the same division, element by element),
+        # outputs, carries and carry reaches (``carried_per_item``'s inputs, read once per distinct split item)
+        p_all = [it for q in parts for it in q]
+        p_ops = np.array([max(1, it.ops) for it in p_all], dtype=np.int64)
+        p_bpo = np.array([it.bytes for it in p_all], dtype=np.float64) / p_ops
         # the split items of every item in call order, as indices into the distinct items' split items
         p_len = np.array([len(q) for q in parts], dtype=np.int64)
         p_start = np.concatenate(([0], np.cumsum(p_len)))[:-1]
@@ -356,10 +415,14 @@ class _Ops:
         first = np.repeat(p_start[inv] - (np.cumsum(lens) - lens), lens)
         flat = first + np.arange(int(lens.sum()))
         ops, bpo = p_ops[flat], p_bpo[flat]
-        self.per_byte = np.repeat(bpo, ops)
-        self.m = len(split)
-        self.owner = np.repeat(np.arange(self.m), ops)  # the split item a window starting at each op is in
-        self.carried = np.array(carried_per_item(split))
+        self._memo["per_byte"] = np.repeat(bpo, ops)
+        self._memo["owner"] = np.repeat(np.arange(len(flat)), ops)  # the split item a window starting at each op is in
+        # ``carried_per_item(split)`` in its numpy form (equal to the loop: tests/test_speed_paths.py), from the
+        # distinct split items' values
+        p_out = np.array([it.bytes if it.out < 0 else it.out for it in p_all], dtype=np.float64)
+        p_carry = np.array([it.carry for it in p_all], dtype=np.float64)
+        p_ci = np.array([it.carry_items for it in p_all], dtype=np.int64)
+        self._memo["carried"] = carried_array(p_out[flat], p_carry[flat], np.arange(len(flat)) + p_ci[flat])
 
     def cached(self, name: str):
         """An array of these items alone, built once (a bucket's top is bounded, embedded and split from more
@@ -367,12 +430,21 @@ class _Ops:
         carried bytes into a window starting at each op), ``item`` / ``local`` (each op's item, and its index there)."""
         v = self._memo.get(name)
         if v is None:
-            if name == "upto":
+            if name == "per_node":
+                v = np.repeat(self.item_node, self.counts)
+            elif name == "per_el":
+                v = self._per_el()
+            elif name in ("per_byte", "owner", "carried"):
+                self._split_arrays()
+                return self._memo[name]
+            elif name == "upto":
                 v = _cum0(self.per_byte)
             elif name == "node_cum":
                 v = _cum0(self.per_node)
             elif name == "el_cum":
                 v = _cum0(self.per_el)
+            elif name == "bytes_rise":  # the cumulative bytes only grow (``_max_window``'s blocks rely on it)
+                v = bool(np.all(self.per_byte >= 0))
             elif name == "carried_op":
                 v = self.carried[self.owner]
             elif name == "item":
@@ -419,29 +491,40 @@ class _Ops:
         if np.any(diff & (self.special | b.special)) or np.any(ca > cb) or np.any(self.nodes > b.nodes + 1e-9):
             return None
         d = cb - ca
-        item = b.cached("item")
-        local = b.cached("local")
-        # per op of b: its op in this call (the item's start here + its index there - the ops this call lacks), 0
-        # where this call lacks it. In place, few arrays of the ops' length: a GDN call has ~500k ops, and each
-        # fresh array of that length costs as much as the arithmetic (session 12: 31 -> ~10 ms a bucket)
-        mask = local >= d.take(item)
-        ai = (np.concatenate(([0], np.cumsum(ca)))[:-1] - d).take(item)
-        ai += local
-        ai *= mask
-        same = ~diff.take(item)  # ops of items with one structure: this call's values at most b's, as ``below``
-        lo_el = self.per_el.take(ai)
-        if np.any((lo_el > b.per_el) & same):
+        # per item, not per op: an item's ops share its nodes, elements and bytes per op (``split_ops`` splits only
+        # ``special`` items, whose elements / bytes are per op; those have one structure here and in b, so d = 0 and
+        # their ops map one to one): the ops b has and this call lacks (the first d of each item) get 0, the others
+        # the smaller of the two calls' values; a ``special`` item's elements compared and taken op by op. The same
+        # floats as the per-op gathers this replaces, at ~2 passes over the ops instead of ~12 (session 12)
+        same = ~diff
+        bpo_a = self.byts / np.maximum(ca, 1)
+        bpo_b = b.byts / np.maximum(cb, 1)
+        special = self.special | b.special  # (never with diff, above: same structure, same op count)
+        plain = same & ~special
+        if np.any(plain & ((self.item_el > b.item_el) | (bpo_a > bpo_b))):
             return None
-        pba = self.per_byte.take(ai)
-        if np.any((pba > b.per_byte) & same):
-            return None
-        del pba, same
-        off = ~mask
-        lo_nodes = self.per_node.take(ai)
-        np.minimum(lo_nodes, b.per_node, out=lo_nodes)
-        np.putmask(lo_nodes, off, 0.0)
-        np.minimum(lo_el, b.per_el, out=lo_el)
-        np.putmask(lo_el, off, 0.0)
+        sp = np.flatnonzero(special)
+        if sp.size:  # the special items' ops, here and in b (one to one)
+            starts_a = np.concatenate(([0], np.cumsum(ca)))[:-1]
+            starts_b = np.concatenate(([0], np.cumsum(cb)))[:-1]
+            n_sp = cb[sp]
+            inner = np.arange(int(n_sp.sum())) - np.repeat(np.cumsum(n_sp) - n_sp, n_sp)
+            oa = np.repeat(starts_a[sp], n_sp) + inner
+            ob = np.repeat(starts_b[sp], n_sp) + inner
+            ea, ba = self.special_values(sp, oa)
+            eb, bb = b.special_values(sp, ob)
+            if np.any(ea > eb) or np.any(ba > bb):
+                return None
+        two = np.empty(2 * len(cb), dtype=np.int64)  # per item: its first d ops (0), then the rest
+        two[0::2] = d
+        two[1::2] = cb - d
+        vals = np.zeros(2 * len(cb))
+        vals[1::2] = np.minimum(self.item_node, b.item_node)
+        lo_nodes = np.repeat(vals, two)
+        vals[1::2] = np.minimum(self.item_el, b.item_el)
+        lo_el = np.repeat(vals, two)
+        if sp.size:
+            lo_el[ob] = np.minimum(ea, eb)
         slack = 0.0
         if diff.any():
             # per-op bytes of a grows item (not special: even over its ops) here and in b
@@ -500,7 +583,7 @@ def _graph_ends(node_cum: np.ndarray, el_cum: np.ndarray, tn: float, te: float, 
     need = np.flatnonzero(el_cum.take(idx) >= te_x)
     del idx
     if need.size:
-        yn[need] = np.minimum(yn[need], np.searchsorted(el_cum, te_x[need], side="left"))
+        yn[need] = np.minimum(yn[need], _first_reach(el_cum, te_x[need]))
     np.minimum(yn, total, out=yn)
     # at least x + 1: already so where the limits are positive and no cumulative sum absorbs them (then none
     # smaller does either); else taken explicitly
@@ -508,6 +591,113 @@ def _graph_ends(node_cum: np.ndarray, el_cum: np.ndarray, tn: float, te: float, 
         np.maximum(yn, np.arange(1, total + 1), out=yn)
     G[total] = total
     return G
+
+
+def _g_at(node_cum: np.ndarray, el_cum: np.ndarray, tn: float, te: float, total: int, xs: np.ndarray) -> np.ndarray:
+    """``_graph_ends(...)[xs]`` at a few positions ``xs`` (``total``: the end, which maps to itself)."""
+    out = np.full(xs.shape, total, dtype=np.intp)
+    inner = xs < total
+    x = xs[inner]
+    yn = np.searchsorted(node_cum, node_cum[x] + tn, side="left")
+    te_x = el_cum[x] + te
+    need = np.flatnonzero(el_cum.take(np.maximum(yn - 1, 0)) >= te_x)  # elements end it first (``_graph_ends``)
+    if need.size:
+        yn[need] = np.minimum(yn[need], np.searchsorted(el_cum, te_x[need], side="left"))
+    out[inner] = np.maximum(np.minimum(yn, total), x + 1)
+    return out
+
+
+def _g_range(node_cum: np.ndarray, el_cum: np.ndarray, tn: float, te: float, total: int, a: int, t: int) -> np.ndarray:
+    """``_graph_ends(...)[a:t + 1]`` (``t <= total``): the same searches over one range of positions, the node search in
+    the slice of ``node_cum`` the range's answers lie in (every op end at or before a position is below its target)."""
+    b = min(t, total - 1)
+    keys = node_cum[a:b + 1] + tn
+    top = int(np.searchsorted(node_cum, keys[-1], side="left"))
+    g = np.searchsorted(node_cum[a:top + 1], keys, side="left")
+    g += a
+    te_x = el_cum[a:b + 1] + te
+    need = np.flatnonzero(el_cum.take(g - 1) >= te_x)
+    if need.size:
+        g[need] = np.minimum(g[need], _first_reach(el_cum, te_x[need]))
+    np.minimum(g, total, out=g)
+    np.maximum(g, np.arange(a + 1, b + 2), out=g)
+    return np.append(g, total) if t == total else g
+
+
+#: ``_max_window``: ops per block, and the fewest ops for which the blocks are worth it (below: every op at once).
+_WINDOW_BLOCK = 512
+_WINDOW_BLOCKED = 16 * _WINDOW_BLOCK
+
+
+def _max_window(node_cum: np.ndarray, el_cum: np.ndarray, tn: float, te: float, total: int, steps: int,
+                upto: np.ndarray, carried: np.ndarray, rising: bool) -> float:
+    """``max over x of (upto[G^steps(x)] - upto[x]) + carried[x]`` (floats), ``G`` the graph end from each op
+    (``_graph_ends``): the live bytes of a window from ``x`` to the end of the ``steps``-th graph from it.
+
+    Exactly that float, computed for the blocks of ops that can hold it (branch and bound): for the ops of a block
+    ``[lo, hi]`` the window is at most ``(upto[G^steps(hi)] - upto[lo]) + max(carried[lo..hi])`` -- ``G`` and ``upto``
+    only grow (``rising``: no op of negative bytes; else every op is computed), and a float sum or difference rounds
+    monotonically in each operand, so no op's float exceeds its block's. Blocks whose bound is at most the best found
+    are skipped (on a gated-DeltaNet call ~85% of them: one layer's worth of windows is the maximum), the others
+    computed op by op as before. Why: a GDN bucket bound walked all ~500k ops of its top call (session 12)."""
+    def every_op() -> float:
+        G = _graph_ends(node_cum, el_cum, tn, te, total)
+        # G applied ``steps`` times by squaring (compositions of one map: the same positions as one at a time)
+        ends, e, P = None, steps, G
+        while True:
+            if e & 1:
+                ends = P if ends is None else P.take(ends)
+            e >>= 1
+            if not e:
+                break
+            P = P.take(P)
+        w = upto.take(ends[:-1])  # (upto[ends] - upto[:-1]) + carried, in place
+        w -= upto[:-1]
+        w += carried
+        return float(np.max(w))
+
+    if total < _WINDOW_BLOCKED or not rising:
+        return every_op()
+    B = _WINDOW_BLOCK
+    lo = np.arange(0, total, B)
+    hi = np.minimum(lo + B, total) - 1
+    e = hi
+    for j in range(steps):
+        if j == steps - 1:
+            tail = e  # G^(steps-1)(hi): the last position whose graph end a chain from the block reads
+        e = _g_at(node_cum, el_cum, tn, te, total, e)
+    ub = upto.take(e) - upto.take(lo)
+    ub += np.maximum.reduceat(carried, lo)
+
+    def blocks(i: int, j: int) -> float:  # the exact maximum over the ops of blocks i..j
+        a, b = int(lo[i]), int(hi[j])
+        g = _g_range(node_cum, el_cum, tn, te, total, a, int(tail[j]))
+        pos = np.arange(a, b + 1)
+        for _ in range(steps):
+            pos = g.take(pos - a)
+        w = upto.take(pos)
+        w -= upto[a:b + 1]
+        w += carried[a:b + 1]
+        return float(np.max(w))
+
+    first = int(np.argmax(ub))
+    if int(tail[first]) - int(lo[first]) > total // 4:
+        return every_op()  # windows as long as the call (graphs ended by elements over few nodes): nothing to skip
+    best = blocks(first, first)
+    ub[first] = -np.inf
+    cand = np.flatnonzero(ub > best)
+    if cand.size:
+        cuts = np.flatnonzero(np.diff(cand) > 1) + 1  # runs of consecutive blocks: one range each
+        runs = np.split(cand, cuts)
+        # each run's graph ends are searched from its first op to its last block's tail: past about the ops of the
+        # call, every op at once is cheaper
+        if sum(int(tail[r[-1]]) - int(lo[r[0]]) for r in runs) > total // 2:
+            return max(best, every_op())
+        for run in runs:
+            m = blocks(int(run[0]), int(run[-1]))
+            if m > best:
+                best = m
+    return best
 
 
 def free_graph_window(items: list, max_nodes: int, max_mega_elements: int, inflight: int, act: int,
@@ -535,32 +725,15 @@ def free_graph_window(items: list, max_nodes: int, max_mega_elements: int, infli
         return 0
     o = ops or _Ops(items, act)
     per_el = o.per_el if op_elems is None else op_elems
-    total = int(o.per_node.size)
+    total = int(o.counts.sum())  # (per_node.size, without building it: an embedded bucket brings its own)
     node_cum = o.cached("node_cum") if op_nodes is None else _cum0(op_nodes)
     el_cum = o.cached("el_cum") if op_elems is None else _cum0(per_el)
     upto = o.cached("upto")
     node_lim = max_nodes + 1 + 1e-6
     el_lim = float((max_mega_elements + 1) << 20) * (1 + 1e-9)
     # the first op end y > x whose graph from x reaches either limit (searchsorted: the first y with cum >= target)
-    G = _graph_ends(node_cum, el_cum, node_lim, el_lim, total)
-    # the end of the ``inflight + 1``-th graph from every op: G applied inflight + 1 times, by squaring (integer
-    # compositions of one map: the same positions as applying it one at a time, in ~log2 of the gathers)
-    ends, e, P = None, inflight + 1, G
-    while True:
-        if e & 1:
-            ends = P if ends is None else P.take(ends)
-        e >>= 1
-        if not e:
-            break
-        P = P.take(P)
-    ends = ends[:-1]
-    if total:
-        w = upto.take(ends)  # (upto[ends] - upto[:-1]) + carried, the same float operations, in place
-        w -= upto[:-1]
-        w += o.cached("carried_op")
-        best = float(np.max(w))
-    else:
-        best = 0.0
+    best = _max_window(node_cum, el_cum, node_lim, el_lim, total, inflight + 1, upto, o.cached("carried_op"),
+                       o.cached("bytes_rise")) if total else 0.0
     # float sums of up to ~1e6 ops: a relative hair on top, and 1 B per item for the terms' rounding
     return int((best + slack) * (1 + 1e-12)) + 1 + o.m
 
@@ -771,8 +944,12 @@ class CudaFit:
     def _extend(self, k: int) -> None:
         if len(self.F) >= k:
             return
-        if k > MAX_CALLS:
-            raise UnsupportedError(f"more than {MAX_CALLS} prefill calls")
+        if k * GRAPH_CALL_COST > MAX_CALLS:
+            # the replay's own ceiling (``peak.prefill``): a CUDA call walks its graphs, ~GRAPH_CALL_COST CPU calls of
+            # work; without it a 2^30-token context made ``prepare`` / ``fits`` walk 524,288 calls (hostile pass 8)
+            raise UnsupportedError(f"{k:,} full prefill calls of {self.c:,} tokens: on a backend that commits graphs "
+                                   f"(CUDA) at most {MAX_CALLS // GRAPH_CALL_COST:,} are replayed; use a larger chunk "
+                                   "or fewer tokens")
         # the full calls' exact totals are the raw replay's own table (``full_call_totals``, one per model variant:
         # a call's total is the larger of its variants'), not a second walk of the same calls' graph windows: an
         # estimate walked every full call twice, once for the replay and once here (session 10's profile: a CUDA
@@ -1043,4 +1220,4 @@ def cuda_fit_for(profile: Profile, backend: str, mlx_version: str | None, dtype:
     b = basis_for(profile, kr)
     if b.kind != MEASURED and no_bound_reason(profile, kr):
         return None
-    return CudaFit(profile, kr, chunk, dtype, nax, 1.0, None if b.kind == MEASURED else (b.worst or b.kind))
+    return CudaFit(profile, kr, chunk, dtype, nax, 1.0, b.worst_case)

@@ -107,6 +107,7 @@ class CudaPrefix:
         self.exact_q = exact_q
         self.q = chunk if q is None else q
         self.refine = REFINE
+        self.frac = CELL_FRACTION  # cells about offset / frac wide (``_end``)
         self.with_last = last
         self.p = profile
         self.kr = routes
@@ -391,12 +392,12 @@ class CudaPrefix:
 
     # -- the tables ---------------------------------------------------------------------------------
     @staticmethod
-    def _end(lo: int) -> int:
+    def _end(lo: int, frac: int = CELL_FRACTION) -> int:
         """The last offset of the cell that starts at ``lo`` (cells end on 256-row steps; the same cells whatever
         was asked first)."""
         from ..kv.replay import STEP
 
-        w = STEP * max(1, lo // (STEP * CELL_FRACTION))
+        w = STEP * max(1, lo // (STEP * frac))
         return lo - 1 + w - (lo - 1) % STEP
 
     def _cells(self, tops: list[int], o_lo: int, o_hi: int, last: bool) -> list[int] | None:
@@ -426,7 +427,7 @@ class CudaPrefix:
         splits = 0
         while self.bounds[-1] <= o:
             lo = self.bounds[-1]
-            hi = self._end(lo)
+            hi = self._end(lo, self.frac)
             while True:
                 row = self._row(lo, hi)
                 if row is not None:
@@ -535,7 +536,7 @@ def cuda_prefix_for(profile: Profile, backend: str, mlx_version: str | None, dty
     if b.kind != MEASURED and no_bound_reason(profile, kr):
         return None
     try:
-        return prefix_table(profile, kr, chunk, dtype, nax, kv_scale, None if b.kind == MEASURED else (b.worst or b.kind))
+        return prefix_table(profile, kr, chunk, dtype, nax, kv_scale, b.worst_case)
     except UnsupportedError:
         return None
 
@@ -615,10 +616,15 @@ class CudaCounts:
                         del self._tables[k]
                         break
             t = CudaPrefix(*self.args, exact_q=True, q=q, last=q == 0)
-            # no halving of a cell whose bound is far above its top call's own window (``CudaPrefix._part``): it
-            # costs two more graph windows per cell (half the build) and, on qwen3.5-35b-a3b at chunk 2048 (q 2048
-            # and 951, offsets 1k-50k), moved no bound by a byte
-            t.refine = 0
+            # a call's table: no halving of a cell whose bound is far above its top call's own window
+            # (``CudaPrefix._part``): it costs two more graph windows per cell (half the build); on qwen3.5-35b-a3b
+            # it moved no bound at chunk 2048 (q 2048 and 951, offsets 1k-50k) and raised some by 0.7% (q 52 past
+            # 83k). The last token's table (cheap: one-token calls) keeps it: without, +2-6% past 83k
+            t.refine = REFINE if q == 0 else 0
+            # and cells about offset / 4 wide, not / 8 (a third fewer cells past 2k, ~30% of a table's build):
+            # qwen3.5-35b-a3b, 10,000 new tokens in chunks of 2048 after 20k / 100k cached, 1.0044 / 1.060 of the
+            # exact replay (offset / 8: 1.0044 / 1.066; offset / 2: 1.084 at 100k)
+            t.frac = 4 if q else CELL_FRACTION
             self._tables[q] = t
         t._check_gen()
         return t

@@ -78,7 +78,7 @@ def prefill_peak(profile: Profile, request: Request, *, backend: str = "cpu", ml
         why = no_bound_reason(profile, kr)
         if why:
             raise UnsupportedError(why)
-        worst = _prefill_peak(profile, request, kr, dtype, nax, all_calls, worst=b.worst or b.kind, kv_scale=kv_scale)
+        worst = _prefill_peak(profile, request, kr, dtype, nax, all_calls, worst=b.worst_case, kv_scale=kv_scale)
         if worst.peak_bytes > bd.peak_bytes:
             bd = worst
     return replace(bd, peak_basis=b.kind, basis=b.as_dict(),
