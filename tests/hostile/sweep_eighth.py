@@ -69,7 +69,11 @@ def pair_problems(argv: list[str], api, keys: tuple[str, ...], cpu: float = 20.0
         bad.append(f"UNTYPED {val}")
         return bad
     # the CLI's refusals: exit 2 (an input error), exit 1 with "unsupported:" and no answer (UnsupportedError)
-    unsupported = code == 1 and err.lstrip().startswith("unsupported:") and _json(out) is None
+    j = _json(out)
+    # estimate answers the KV and says its peak is unknown (exit 0, or 1 with a budget: "verdict: UNKNOWN"), where
+    # the API's prefill_peak raises UnsupportedError: the same refusal of the peak (docs/errors.md's exit table)
+    unsupported = (code == 1 and err.lstrip().startswith("unsupported:") and j is None) or \
+        ("peak_bytes" in keys and code in (0, 1) and isinstance(j, dict) and j.get("peak_unknown") is not None)
     cli_state = "refused" if code == 2 else "unsupported" if unsupported else "ok"
     if cli_state != state:
         bad.append(f"DISAGREE cli exit {code} ({err.strip()[:160]!r}) vs api {state} ({str(val)[:160]!r})")
