@@ -903,6 +903,33 @@ class _Leaves:
         return self.cum[i] if i >= 0 else 0
 
 
+
+class _Skipping:
+    """``1 .. c - 1`` without the lengths of ``grows`` (an arithmetic ``range``), as a sequence (``len`` and
+    non-negative indexing) that holds no list: ``CudaFit._build`` bisects over it, and a chunk of 2^30 tokens
+    must cost what a chunk of 2,048 does, not 2^30 integers (hostile pass 8: 19-24 GB, OOM-killed)."""
+
+    def __init__(self, c: int, grows: range):
+        self.c, self.g = c, grows
+        self.n = (c - 1) - len(grows)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _skipped_upto(self, r: int) -> int:
+        g = self.g
+        return 0 if not len(g) or r < g.start else min(len(g), (r - g.start) // g.step + 1)
+
+    def __getitem__(self, t: int) -> int:
+        if not 0 <= t < self.n:
+            raise IndexError(t)
+        r = t + 1
+        while True:  # the t-th kept length: t + 1 plus the skipped lengths at or below it (a fixpoint in <= 2 steps)
+            nxt = t + 1 + self._skipped_upto(r)
+            if nxt == r:
+                return r
+            r = nxt
+
 class CudaFit:
     """Bounds of a CUDA prefill's total (held before + peak; no cached prefix) for one profile and chunk size,
     as ``CudaFit.bounds(new_tokens)``: a few list look-ups once ``prepare`` (or earlier requests) built the
@@ -999,9 +1026,10 @@ class CudaFit:
 
         # the last token grows the caches where the call before it ends on a capacity step (offset + r a
         # multiple of 256): those lengths are a class of their own (a copy more), bounded together
-        grows = [r for r in range(1, c) if (k * c + r) % STEP == 0]
-        grow_set = set(grows)
-        rest = [r for r in range(1, c) if r not in grow_set]
+        # (ranges and a virtual sequence, not lists: a chunk of 2^30 must not build 2^30 integers)
+        grows = range((-k * c) % STEP or STEP, c, STEP)
+        grow_set = grows  # membership of a range is arithmetic
+        rest = _Skipping(c, grows)
 
         def leaves(kind: str, parts, s_of, rs: list) -> _Leaves:
             cache: dict[int, list] = {}
@@ -1073,7 +1101,7 @@ class CudaFit:
                 todo += [(i, m), (m + 1, j)]
             return _Leaves(out)
 
-        res = (leaves("call", p_parts, lambda q: q, list(range(1, c))), leaves("last", l_parts, lambda q: 1, rest),
+        res = (leaves("call", p_parts, lambda q: q, range(1, c)), leaves("last", l_parts, lambda q: 1, rest),
                leaves("last", l_parts, lambda q: 1, grows), grow_set)
         self._leaves[k] = res
         return res
