@@ -98,7 +98,7 @@ def test_request_memory_nonnegative_and_monotone_in_the_prefix(name, backend, ne
 @SETTINGS
 @given(models, backends, st.integers(1, 4096), st.integers(0, 1_000_000), st.integers(1, 100_000))
 # a million one-token prefix calls: the replay refused them as "more than 1,000,000 prefill calls" and the facade
-# answered 0 past 1M keys (found by this property; the prefix is now stepped in runs, peak/replay.prefix_runs)
+# answered 0 past 1M keys (found by this property; the prefix is now stepped in runs, kv/replay.call_runs)
 @example(name="qwen3.5-35b-a3b", backend="cpu", n=1, kv=1_000_000, more=100_000)
 def test_chunk_transient_nonnegative_and_monotone_in_keys(name, backend, n, kv, more):
     m = monitor(name, backend)

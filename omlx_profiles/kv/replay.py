@@ -39,12 +39,24 @@ def calls_for(tokens: int, schedule: str, chunk: int) -> list[int]:
         )
     if schedule == "direct":
         return [tokens]
+    return [s for s, k in call_runs(tokens, chunk) for _ in range(k)]
+
+
+def call_runs(tokens: int, chunk: int) -> tuple[tuple[int, int], ...]:
+    """The ``generate`` schedule's calls for ``tokens`` (full chunks, the rest, then the last token) as
+    ``(size, count)`` runs of equal sizes, without a list: the one home of that rule (``calls_for`` expands it; a
+    prefix is stepped run by run, so 2^30 cached tokens fed one at a time are one run)."""
+    if tokens <= 0:
+        return ()
     head = tokens - 1
-    calls = [chunk] * (head // chunk)
-    if head % chunk:
-        calls.append(head % chunk)
-    calls.append(1)
-    return calls
+    out: list[list[int]] = []
+    for s, k in ((chunk, head // chunk), (head % chunk, 1), (1, 1)):
+        if s and k:
+            if out and out[-1][0] == s:
+                out[-1][1] += k
+            else:
+                out.append([s, k])
+    return tuple((s, k) for s, k in out)
 
 
 def _ceil_step(n: int) -> int:

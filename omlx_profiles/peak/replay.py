@@ -7,7 +7,7 @@ replays too; this module only records, per call, what the peak model reads from 
 """
 from __future__ import annotations
 
-from ..kv.replay import ChunkedState, RotatingState, calls_for, kv_advance, kv_call, runs
+from ..kv.replay import ChunkedState, RotatingState, call_runs, calls_for, kv_advance, kv_call
 from ..kv.work import charge
 from ..registry.profile import CacheEntry
 from .ops.items import EntryStep
@@ -125,28 +125,10 @@ def entry_bytes(e: CacheEntry, rows: int, act: int, started: bool) -> int:
     return rows * e.row_elements * act
 
 
-def prefix_runs(cached: int, chunk: int) -> tuple[tuple[int, int], ...]:
-    """The calls that filled a prefix of ``cached`` tokens (``generate`` schedule: full chunks, the rest, then one
-    token) as ``(size, count)`` runs, equal to ``runs(calls_for(cached, "generate", chunk))`` but without the list:
-    a prefix is stepped run by run (``fill_prefix``), so its length in calls is not limited the way the prompt's own
-    replayed calls are (``kv.replay.MAX_CALLS``): 2^30 cached tokens fed one at a time are one run."""
-    if cached <= 0:
-        return ()
-    head = cached - 1
-    out: list[list[int]] = []
-    for s, k in ((chunk, head // chunk), (head % chunk, 1), (1, 1)):
-        if s and k:
-            if out and out[-1][0] == s:
-                out[-1][1] += k
-            else:
-                out.append([s, k])
-    return tuple((s, k) for s, k in out)
-
-
 def calls_of(request) -> tuple[tuple[tuple[int, int], ...], list[int]]:
-    """The calls that filled the prefix cache as ``(size, count)`` runs (``prefix_runs``), and the prompt's own
+    """The calls that filled the prefix cache as ``(size, count)`` runs (``kv.replay.call_runs``), and the prompt's own
     calls (query lengths, in order)."""
-    prefix_calls = prefix_runs(request.cached, request.chunk)
+    prefix_calls = call_runs(request.cached, request.chunk)
     calls = calls_for(request.new_tokens, request.schedule, request.chunk)
     if request.cached and request.schedule == "generate" and request.new_tokens == 1:
         calls = [1]
@@ -155,7 +137,7 @@ def calls_of(request) -> tuple[tuple[tuple[int, int], ...], list[int]]:
 
 
 def fill_prefix(states: dict, prefix: tuple[tuple[int, int], ...]) -> int:
-    """Step every cache through the calls that filled the prefix (``(size, count)`` runs, ``prefix_runs``);
+    """Step every cache through the calls that filled the prefix (``(size, count)`` runs, ``kv.replay.call_runs``);
     returns the tokens they hold. Runs of equal calls are fast-forwarded (``EntryState.advance``): a
     million-token prefix fed one token at a time costs a few thousand steps, not a million."""
     for s, k in prefix:
