@@ -322,3 +322,43 @@ def test_embed_per_item_equals_the_per_op_form():
         if got is not None:
             assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes() and got[2] == want[2]
     assert seen[True] and seen[False] > 30
+
+
+@pytest.mark.parametrize("name", ["gemma-3-4b-it", "qwen3.5-35b-a3b", "llama-4-scout"])
+def test_call_walk_clone_equals_a_deep_copy(name):
+    """``CallWalk.clone`` copies each cache state's integers and shares its entry (session 13: ``copy.deepcopy`` was
+    most of a clone): a clone and a deep copy step to the same totals and states (sliding, recurrent, chunked caches),
+    and stepping the clone leaves the original as it was."""
+    import copy
+    import json
+    from pathlib import Path
+
+    from omlx_profiles.extraction.from_config import extract_config
+    from omlx_profiles.peak.fast_cuda import CallWalk
+    from omlx_profiles.peak.kernels import KernelRoutes
+    from omlx_profiles.registry import load_registry
+
+    if name == "llama-4-scout":  # chunked attention (tests/module_configs), cut to 4 layers as test_properties_api's
+        cfg = json.loads((Path(__file__).parent / "module_configs" / "llama-4-scout-17b-16e.json").read_text())
+        cfg["text_config"]["num_hidden_layers"] = 4
+        p = extract_config(cfg, source="llama-4-scout-17b-16e.json").profile()
+    else:
+        p = load_registry().resolve(name).profile
+    w = CallWalk(p, KernelRoutes.for_backend("cuda", None), 512, None, False, 1.0, None)
+    for s in (512, 512, 300):
+        w.step(s, evaluate=False)
+
+    def sub(x):
+        return None if x is None else tuple(getattr(x, a) for a in type(x).__slots__)
+
+    def slots(walk):
+        return {n: [(st.cap, st.off, sub(st.rot), sub(st.chk)) for st in sts] for n, sts in walk.states.items()}
+
+    before = slots(w)
+    a = w.clone()
+    b = copy.copy(w)
+    b.states = copy.deepcopy(w.states)
+    for s in (512, 1, 9000 % 512, 512, 1):
+        assert a.step(s, evaluate=True) == b.step(s, evaluate=True)
+        assert slots(a) == slots(b)
+    assert slots(w) == before

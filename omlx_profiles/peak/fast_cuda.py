@@ -68,11 +68,13 @@ class CallWalk:
         self.ci = 0
 
     def clone(self) -> "CallWalk":
-        """An independent copy at the same call (the caches' states copied)."""
+        """An independent copy at the same call (the caches' states copied). Each state's cache entry (the
+        profile's, never written) is shared, not deep-copied: ``copy.deepcopy`` of the states spent most of a clone
+        copying the entries' pydantic models (a bucket build clones ~60 times per offset; session 13)."""
         import copy
 
         c = copy.copy(self)
-        c.states = copy.deepcopy(self.states)
+        c.states = {name: [_copy_state(st) for st in sts] for name, sts in self.states.items()}
         return c
 
     def held(self) -> tuple[int, int]:
@@ -158,6 +160,21 @@ class CallWalk:
             if whole is not None and whole < w:
                 w = whole
         return w
+
+def _copy_state(st: EntryState) -> EntryState:
+    """An independent copy of one cache entry's replay state (its integers, its rotating / chunked state's integers),
+    sharing the entry itself."""
+    import copy
+
+    c = EntryState.__new__(EntryState)
+    for k in EntryState.__slots__:  # integers, the entry, and the two sub-states (copied below)
+        setattr(c, k, getattr(st, k))
+    if st.rot is not None:
+        c.rot = copy.copy(st.rot)
+    if st.chk is not None:
+        c.chk = copy.copy(st.chk)
+    return c
+
 
 #: The full-call tables of the exact replay (``full_call_totals``), least recently used last out.
 _FULL: dict = {}
