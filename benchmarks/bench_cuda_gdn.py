@@ -47,15 +47,15 @@ COMMANDS = [
 ]
 
 
-def cpu_of(argv: list[str]) -> tuple[float, int, str]:
-    """(user + system CPU seconds, exit code, last line of output) of one fresh CLI process."""
+def cpu_of(argv: list[str], root: Path = ROOT) -> tuple[float, int, str]:
+    """(user + system CPU seconds, exit code, its output) of one fresh CLI process (the package of ``root``; the CLI's
+    own CPU deadline lifted, so a slow command is timed, not stopped)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-c", CLI, *argv], cwd=ROOT, env=env, capture_output=True, text=True)
+    env = dict(os.environ, PYTHONPATH=str(root), OMLX_PROFILES_CPU_SECONDS="0")
+    p = subprocess.run([sys.executable, "-c", CLI, *argv], cwd=root, env=env, capture_output=True, text=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    out = (p.stdout.strip().splitlines() or p.stderr.strip().splitlines() or [""])[-1]
-    return cpu, p.returncode, out
+    return cpu, p.returncode, p.stdout + p.stderr
 
 
 def main() -> int:
@@ -63,6 +63,9 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--only", default="")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--base", type=Path, default=None,
+                    help="another checkout (e.g. `git archive main`) run before each command, in turn: before / after "
+                         "under the same load")
     a = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -71,13 +74,22 @@ def main() -> int:
             label = " ".join(x for x in cmd if "{tmp}" not in x and x not in ("-o", "--force"))
             if a.only and a.only not in label:
                 continue
-            runs = [cpu_of(argv) for _ in range(a.repeat)]
+            base, runs = [], []
+            for _ in range(a.repeat):
+                if a.base is not None:
+                    base.append(cpu_of(argv, a.base))
+                runs.append(cpu_of(argv))
             cpus = [r[0] for r in runs]
-            rows.append({"command": label, "cpu_min": round(min(cpus), 2), "cpu_max": round(max(cpus), 2),
-                         "exit": runs[-1][1], "out": runs[-1][2][:100]})
+            row = {"command": label, "cpu_min": round(min(cpus), 2), "cpu_max": round(max(cpus), 2),
+                   "exit": runs[-1][1], "out": (runs[-1][2].strip().splitlines() or [""])[-1][:100]}
+            if base:
+                row["base_min"] = round(min(r[0] for r in base), 2)
+                row["same_output"] = all(r[1:] == runs[-1][1:] for r in base + runs)
+            rows.append(row)
             if not a.json:
                 r = rows[-1]
-                print(f"{r['cpu_min']:6.2f} {r['cpu_max']:6.2f}  rc={r['exit']}  {label}", flush=True)
+                b = f"base {r['base_min']:6.2f}  same={r['same_output']!s:5}  " if base else ""
+                print(f"{b}{r['cpu_min']:6.2f} {r['cpu_max']:6.2f}  rc={r['exit']}  {label}", flush=True)
     if a.json:
         print(json.dumps(rows, indent=1))
     return 0

@@ -152,6 +152,19 @@ def test_graph_ends_equal_the_plain_searches(seed, monkeypatch):
         ye = np.searchsorted(el_cum, el_cum[:-1] + te, side="left")
         plain = np.append(np.maximum(np.minimum(np.minimum(yn, ye), n), np.arange(1, n + 1)), n)
         assert np.array_equal(fast_cuda._graph_ends(node_cum, el_cum, tn, te, n), plain)
+        # the chain from 0 at its positions only (session 13: ``chain_graph_window``), also cut to a number of ends
+        orbit = [0]
+        while orbit[-1] < n:
+            orbit.append(int(plain[orbit[-1]]))
+        assert fast_cuda._graph_chain(node_cum, el_cum, tn, te, n) == orbit
+        k = rng.randint(0, len(orbit) + 3)
+        assert fast_cuda._graph_chain(node_cum, el_cum, tn, te, n, k) == (orbit + [n] * k)[:k + 1]
+        for lim in ((-1.0, te), (tn, 0.0)):  # limits that end no graph (the x + 1 guard)
+            g = fast_cuda._graph_ends(node_cum, el_cum, *lim, n)
+            orbit = [0]
+            while orbit[-1] < n:
+                orbit.append(int(g[orbit[-1]]))
+            assert fast_cuda._graph_chain(node_cum, el_cum, *lim, n) == orbit
 
 
 def _plain_windows(items, max_nodes, max_mega, inflight, act, op_elems):
