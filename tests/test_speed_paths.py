@@ -110,7 +110,8 @@ def test_graph_ends_repeated_steps_equal_the_plain_walk(seed):
         pool = _commit_items(rng, 0)
         for _ in range(rng.randint(1, 6)):
             ops = rng.choice([128, 384, rng.randint(2, 600)])
-            pool.append(Item("r", rng.randint(0, 1 << 30), ops, elems=rng.choice([0, ops * 393216, rng.random() * 1e12]),
+            elems = rng.choice([0, ops * 393216, rng.random() * 1e12])
+            pool.append(Item("r", rng.randint(0, 1 << 30), ops, elems=elems,
                              nodes=rng.choice([ops, 2 * ops, rng.randint(1, 5 * ops)])))
         # a graph's nodes a hair under the limit after the step from zero (101 / npo just above 33): that step ends no
         # graph, and the next one must not be taken as its repeat
