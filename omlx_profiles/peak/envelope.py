@@ -76,6 +76,7 @@ from typing import Callable
 from ..errors import OmlxProfilesError
 from . import prefix_lines
 from .kernels import _TILED_VERSION
+from .request import KEYED_AS_GIVEN, table_chunk
 
 Total = Callable[[int, int], int]  # (new tokens, cached) -> held before + peak, for the chunk at hand
 Upper = Callable[[int, int], "int | None"]
@@ -401,6 +402,8 @@ class MonotonePeak:
         if new <= 0:
             return 0
         f = self.fast
+        if chunk > KEYED_AS_GIVEN:  # a chunk past the prompt: the tables of a smaller one, same calls (peak.request)
+            chunk = table_chunk(chunk, new + cached, f.routes.executor)
         prefix = f._prefix(cached, chunk) if cached else 0
 
         def exact(m: int, c: int) -> int:

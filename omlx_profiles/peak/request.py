@@ -43,6 +43,33 @@ class Request:
         return self.tokens - self.cached
 
 
+#: Chunks up to this many tokens key their tables as given, whatever the prompt: every chunk the calibration points,
+#: the golden file and the property tests use (<= 4,096), and the prefill steps oMLX and mlx-lm are run with.
+KEYED_AS_GIVEN = 8192
+
+
+def table_chunk(chunk: int, tokens: int, executor) -> int:
+    """The chunk size whose per-chunk tables (``peak.fast_cuda.CudaFit``, ``CudaPrefix``, ``FastPeak``'s lines, the
+    envelope's dominating lengths) answer a request of ``tokens`` in all (cached prefix included) fed in chunks of
+    ``chunk``: ``chunk`` itself, or a smaller one that makes the same calls.
+
+    Why: a chunk of at least ``tokens - 1`` tokens makes the same calls as any other such chunk (the prefix in one
+    call and its last token, the prompt in one call and its last token: ``kv.replay.call_runs``), and a chunk past
+    the executor's last ``inflight_ops_by_chunk`` threshold has the same run-ahead window as any other
+    (``Executor.window_for``), so the exact replay is byte-identical at both (tests/test_chunk_keys.py). The tables
+    are built over every query count up to the chunk: keyed at ``2**20`` a 3,000-token request on CUDA bisected a
+    million query counts (more than 10 min of CPU, 19-24 GB at ``2**30``). So a chunk past both is keyed at the
+    power of two at or above ``max(tokens, last threshold + 1, KEYED_AS_GIVEN)``: at most ~18 table sizes per model,
+    and a chunk of at most ``KEYED_AS_GIVEN`` tokens (every table the project has measured) is never re-keyed.
+    The reported total is the envelope at that chunk: never below the exact replay (the same calls), monotone in the
+    prompt and the prefix while the key stays; across a power of two it is the envelope of a different table size
+    (checked, not proven: tests/test_chunk_keys.py)."""
+    last = max((w.chunk for w in getattr(executor, "inflight_ops_by_chunk", None) or ()), default=0)
+    floor = max(tokens, last + 1, KEYED_AS_GIVEN)
+    key = 1 << (floor - 1).bit_length()
+    return chunk if chunk <= key else key
+
+
 @dataclass(frozen=True)
 class Breakdown:
     """The prefill peak of one request, term by term (bytes; weights excluded).
