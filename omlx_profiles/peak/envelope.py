@@ -76,7 +76,7 @@ from typing import Callable
 from ..errors import OmlxProfilesError
 from . import prefix_lines
 from .kernels import _TILED_VERSION
-from .request import KEYED_AS_GIVEN, table_chunk
+from .request import KEYED_AS_GIVEN, MAX_LINE_CHUNK, table_chunk
 
 Total = Callable[[int, int], int]  # (new tokens, cached) -> held before + peak, for the chunk at hand
 Upper = Callable[[int, int], "int | None"]
@@ -144,7 +144,7 @@ def tight_upper(fast, new: int, chunk: int, cached: int, memo: dict, need: int |
     ``U`` stays non-decreasing in ``new`` and ``cached``. ``memo``: the lines per (chunk, layout, r), built once
     (tens of ms). ``None`` where there are no bounds."""
     gen = _TILED_VERSION  # module-level names: this runs up to six times per ``Estimator.fits`` call
-    if fast.exact_only or cached <= 0:
+    if fast.exact_only or cached <= 0 or chunk > MAX_LINE_CHUNK:  # past it no lines are built (peak.request)
         return None
     k, r = divmod(new - 1, chunk)
     fresh = 2 if (not k and r) else False

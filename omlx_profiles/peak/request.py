@@ -70,6 +70,28 @@ def table_chunk(chunk: int, tokens: int, executor) -> int:
     return chunk if chunk <= key else key
 
 
+#: The largest chunk whose per-query-count tables are built on a backend that commits graphs (CUDA): they bisect
+#: every query count up to the chunk, ~0.2 ms a count for a dense 8B model and ~0.45 for a gated-DeltaNet (Qwen3-8B
+#: 8,192 / 16,384 / 32,768 / 65,536: 1.4 / 2.9 / 6.0 / 9.1 s of CPU; 262,144: 36 s and 1.7 GB). Past it the tables are
+#: not built and the reported total is the exact replay's maximum over the dominating lengths (``peak.envelope``:
+#: never below the replay, monotone across chunks, not drawn within one), as where a bucket has no bound.
+MAX_TABLE_CHUNK = 2 * KEYED_AS_GIVEN
+#: The same on a backend without graph commits (CPU / Metal): ``peak.fast.FastPeak`` builds lines for ~2 buckets per
+#: 256 query counts, ~10 ms each on Metal (Qwen3-8B after a prefix at a chunk of 2^20: 8,229 of them, 85 s). Past it
+#: the exact replay answers (memoized per request; ``fits`` then costs a replay, not microseconds).
+MAX_LINE_CHUNK = 8 * KEYED_AS_GIVEN
+
+
+def check_table_chunk(chunk: int) -> None:
+    """Refuse (``UnsupportedError``) a per-query-count table past ``MAX_TABLE_CHUNK``: its callers fall back to the
+    exact replay's envelope (the Python API and the oMLX facade have no deadline: keyed as given, a chunk of 2^20 ran
+    more than 10 minutes)."""
+    if chunk > MAX_TABLE_CHUNK:
+        raise UnsupportedError(f"the CUDA bounds of a chunk of {chunk:,} tokens are not built (they bisect every query "
+                               f"count up to the chunk: more than {MAX_TABLE_CHUNK:,} costs tens of seconds to hours); "
+                               f"use a chunk of at most {MAX_TABLE_CHUNK:,} tokens for bounds monotone within a chunk")
+
+
 @dataclass(frozen=True)
 class Breakdown:
     """The prefill peak of one request, term by term (bytes; weights excluded).
