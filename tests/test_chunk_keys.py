@@ -22,7 +22,7 @@ from omlx_profiles.compat.monitor import MemoryMonitor
 from omlx_profiles.peak.kernels import BACKENDS, KernelRoutes
 from omlx_profiles.peak.prefill import prefill_peak
 from omlx_profiles.peak.replay import calls_of
-from omlx_profiles.peak.request import KEYED_AS_GIVEN, MAX_TABLE_CHUNK, Request, table_chunk
+from omlx_profiles.peak.request import KEYED_AS_GIVEN, MAX_LINE_CHUNK, MAX_TABLE_CHUNK, Request, table_chunk
 
 from .hostile.harness import run_main
 
@@ -156,3 +156,14 @@ def test_the_deadline_advice_names_the_chunk(monkeypatch):
     assert f"--chunk of at most {KEYED_AS_GIVEN:,}" in r.err and "fewer tokens" not in r.err
     r = run_main("estimate", "qwen3-8b", "--tokens", "40000", "--chunk", "64", "--backend", "cuda")
     assert r.code == 2 and "fewer tokens" in r.err and "--chunk of at most" not in r.err, r.err
+
+
+def test_prepare_builds_no_table_past_the_cap():
+    """``Estimator.prepare(chunk)`` past ``MAX_LINE_CHUNK`` builds nothing and says so (False: ``fits`` replays);
+    with ``follow_ups`` it looped over every shorter-call size up to the chunk (2^30 of them)."""
+    e = op.Estimator(profile("qwen3-0.6b"))
+    t0 = time.process_time()
+    for backend in BACKENDS:
+        assert e.prepare(T30, backend=backend, follow_ups=True) is False
+        assert e.prepare(MAX_LINE_CHUNK + 1, backend=backend, follow_ups=True) is False
+    assert time.process_time() - t0 < 1

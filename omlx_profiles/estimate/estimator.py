@@ -15,7 +15,7 @@ from ..kv.replay import STEP  # mlx-lm KVCache allocation step: max_tokens searc
 from ..peak.envelope import (CudaEnvelope, envelope_bounds, envelope_bounds_fresh, envelope_exact_fresh,
                              envelope_total, tight_upper)
 from ..peak.prefill import Breakdown, Request, Verdict, prefill_peak
-from ..peak.request import KEYED_AS_GIVEN, table_chunk
+from ..peak.request import KEYED_AS_GIVEN, MAX_LINE_CHUNK, table_chunk
 from ..peak import prefix_lines
 from ..peak.kernels import KernelRoutes
 from ..registry.profile import Profile, past_context, require_profile
@@ -274,6 +274,8 @@ class Estimator:
         Metal (llama-3.1-8b chunk 2048 on Metal: tens of seconds)."""
         chunk = check_count("chunk", chunk, minimum=1, maximum=MAX_TOKENS)
         _check_names(backend, mlx_version, dtype, nax)
+        if chunk > MAX_LINE_CHUNK:  # no table of that chunk is built (peak.request; follow_ups looped over 2^30 sizes)
+            return False
         fp = self._fast_peak(Request(2, chunk=chunk), backend, mlx_version, dtype, nax)
         if fp is None:
             cf = self._cuda_fit(Request(2, chunk=chunk), backend, mlx_version, dtype, nax)
