@@ -269,10 +269,6 @@ class Reader:
         self.used[key] = self.where(key)
         return v
 
-    def opt_int(self, key: str, *, minimum: int = 1):
-        """An informational integer: absent/null -> None; a wrong type is still an error."""
-        return self.int(key, minimum=minimum, allow_none=True, required=False)
-
     def str_list(self, key: str) -> list[str] | None:
         v = self.raw(key, None)
         if v is None:
