@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..units import normalize_dtype
-from ..errors import InputError, UnsupportedError
+from ..errors import InputError, UnsupportedError, quoted
 from ..schema.family import MAX_LAYERS
 from .facts import ARCHITECTURE_REMAPPING, MLX_LM_VERSION, MODEL_REMAPPING, WRAPPER_KEYS, ArgsSpec
 
@@ -124,9 +124,8 @@ MAX_SHOWN = 60
 
 
 def shown(v: Any, limit: int = MAX_SHOWN) -> str:
-    """``repr`` of a value from the file, safe to print: control characters escaped, cut to ``limit``."""
-    r = repr(v)
-    return r if len(r) <= limit else r[: limit - 3] + "..."
+    """A config value quoted in a message (``errors.quoted``), cut at ``MAX_SHOWN``: the config readers' length."""
+    return quoted(v, limit)
 
 
 class DuplicateKeyError(ValueError):
