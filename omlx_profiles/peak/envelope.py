@@ -76,6 +76,7 @@ from typing import Callable
 from ..errors import OmlxProfilesError
 from . import prefix_lines
 from .kernels import _TILED_VERSION
+from .request import KEYED_AS_GIVEN, MAX_LINE_CHUNK, table_chunk
 
 Total = Callable[[int, int], int]  # (new tokens, cached) -> held before + peak, for the chunk at hand
 Upper = Callable[[int, int], "int | None"]
@@ -193,7 +194,7 @@ def tight_upper(fast, new: int, chunk: int, cached: int, memo: dict, need: int |
     ``U`` stays non-decreasing in ``new`` and ``cached``. ``memo``: the lines per (chunk, layout, r), built once
     (tens of ms). ``None`` where there are no bounds."""
     gen = _TILED_VERSION  # module-level names: this runs up to six times per ``Estimator.fits`` call
-    if fast.exact_only or cached <= 0:
+    if fast.exact_only or cached <= 0 or chunk > MAX_LINE_CHUNK:  # past it no lines are built (peak.request)
         return None
     k, r = divmod(new - 1, chunk)
     fresh = 2 if (not k and r) else False
@@ -451,6 +452,8 @@ class MonotonePeak:
         if new <= 0:
             return 0
         f = self.fast
+        if chunk > KEYED_AS_GIVEN:  # a chunk past the prompt: the tables of a smaller one, same calls (peak.request)
+            chunk = table_chunk(chunk, new + cached, f.routes.executor)
         prefix = f._prefix(cached, chunk) if cached else 0
 
         def exact(m: int, c: int) -> int:

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import Issue, ProfileError
+from ..errors import Issue, ProfileError, quoted
 from ..schema.family import ProfileFile, VariantEntry
 from .yaml_safe import line_for, line_index, load_yaml_text, read_text
 
@@ -74,15 +74,6 @@ _KIND_TAGS = {"full", "sliding", "chunked", "latent", "indexer", "state", "none"
 
 
 MAX_ISSUES_PER_FILE = 50  # a file with more problems than this is not worth listing line by line
-MAX_SHOWN_INPUT = 80  # characters of an offending value quoted in a message
-
-
-def shown(value: Any) -> str:
-    """``repr`` of an offending value, cut to a readable length (a 1 MB string must not fill the terminal)."""
-    r = repr(value)
-    return r if len(r) <= MAX_SHOWN_INPUT else r[: MAX_SHOWN_INPUT - 3] + "..."
-
-
 def pydantic_issues(err: ValidationError, filename: str, lines, data: Any, prefix: tuple = (),
                     schema: str = "profile") -> list[Issue]:
     issues = []
@@ -96,7 +87,7 @@ def pydantic_issues(err: ValidationError, filename: str, lines, data: Any, prefi
             msg = f"required field {path[-1]!r} is missing" if path else msg
         inp = e.get("input")
         if e["type"] not in ("missing", "extra_forbidden") and not isinstance(inp, (dict, list)):
-            msg += f" (got {shown(inp)})"
+            msg += f" (got {quoted(inp)})"
         issues.append(Issue(filename, lines(path), ".".join(_segment(p) for p in path), msg))
     if len(errors) > MAX_ISSUES_PER_FILE:
         issues.append(Issue(filename, None, "", f"... and {len(errors) - MAX_ISSUES_PER_FILE} more problem(s) in this file"))
