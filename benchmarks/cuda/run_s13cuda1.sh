@@ -22,7 +22,7 @@ devstral-small-2-24b-instruct@0/8192+0/32768+32768/1200:2048:2,devstral-small-2-
 qwen3.5-27b-8l@8192/600+8192/1300+8192/2000:2048:1,qwen3-next-80b-a3b-8l-64e@8192/200+8192/450:512:1,\
 lfm2.5-vl-1.6b-text@0/8192+0/32768+8192/900:2048:1" --out "$OUT" > "$OUT/log_s13idle.txt" 2>&1
 echo "A rc $? at $(( $(date +%s) - T0 )) s" >> "$OUT/log_s13idle.txt"
-LEFT=$(( 560 - ($(date +%s) - T0) ))
+LEFT=$(( 530 - ($(date +%s) - T0) ))
 T timeout $LEFT python3 $P --tag s13stall --warmup 64 --deadline $((LEFT - 40)) --conditions stalled --models \
 "qwen3.5-27b-8l@8192/2000+8192/1300+8192/600:2048:1,qwen3-next-80b-a3b-8l-64e@8192/450+8192/200:512:1,\
 $Q72@8192/2047+8192/1500+32768/1000+0/8192:2048:1,devstral-small-2-24b-instruct@32768/1200:2048:1" \
