@@ -52,6 +52,8 @@ MODELS = {
     "qwen2.5-72b-16l": "qwen2.5-72b-16l.json",  # its first 16 of 80 layers (real widths; weights ~36 GB)
     "llama-3.2-1b-instruct": "llama-3.2-1b-instruct.json",  # 32 q / 8 kv, D 64
     "qwen3-0.6b": "qwen3-0.6b.json",  # 16 q / 8 kv, D 128, q/k norms
+    # control (s13 run 2): Devstral-Small-2-24B's text dims as a plain llama (no llama-4 query scaling, no yarn)
+    "devstral-shape-llama-control": "devstral-shape-llama-control.json",
     "llama-3.1-8b": "llama-3.1-8b.json",
     "gemma-3-4b-it": "gemma-3-4b-it.json",  # head_dim 256 (gemma3_text default), 8 q / 4 kv heads
     "deepseek-v2-lite": "deepseek-v2-lite.json",  # expanded MLA: k 192 / v 128, 16 heads
