@@ -1,5 +1,5 @@
 """Session 13 (s13-cuda) held-out check 3: ``--write`` regenerates
-profiles/calibration/cuda/h200-mlx-0.32.4-heldout3.yaml from results/prefix_s13idle.json and prefix_s13stall.json
+benchmarks/cuda/heldout3/h200-mlx-0.32.4-heldout3.yaml from results/prefix_s13idle.json and prefix_s13stall.json
 (probe_prefix_s13.py, run_s13cuda1.sh). One point per (model, cached, new, step); every measurement is listed (idle
 repeats first, then the stalled one, named in a comment); peaks are the trace's MiB figures (0.1 MiB) in bytes, over
 the active memory right before the request (the prefix's cache excluded). LFM2.5-VL's text model is measured but
@@ -12,7 +12,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-OUT = REPO / "profiles/calibration/cuda/h200-mlx-0.32.4-heldout3.yaml"
+OUT = HERE / "heldout3" / "h200-mlx-0.32.4-heldout3.yaml"  # not in profiles/calibration: held out, never surveyed
 HF = {"llama-3.2-1b-instruct": "meta-llama/Llama-3.2-1B-Instruct", "qwen3-0.6b": "Qwen/Qwen3-0.6B",
       "qwen2.5-72b-16l": "Qwen/Qwen2.5-72B (first 16 of 80 layers)",
       "devstral-small-2-24b-instruct": "mistralai/Devstral-Small-2-24B-Instruct-2512 (bf16, FP8 quantization_config dropped)",
