@@ -76,6 +76,7 @@ from typing import Callable
 from ..errors import OmlxProfilesError
 from . import prefix_lines
 from .kernels import _TILED_VERSION
+from .request import KEYED_AS_GIVEN, MAX_LINE_CHUNK, table_chunk
 
 Total = Callable[[int, int], int]  # (new tokens, cached) -> held before + peak, for the chunk at hand
 Upper = Callable[[int, int], "int | None"]
@@ -133,6 +134,56 @@ def envelope_total(new: int, chunk: int, cached: int, exact: Total, upper: Upper
     return v
 
 
+#: What a term of the envelope may raise that means "no such term here" (``reported_total(guard=True)``).
+NO_TERM = (OmlxProfilesError, ArithmeticError)
+
+
+def reported_total(new: int, chunk: int, cached: int, exact: Total, fast, *, lines: dict, qlines: dict,
+                   cuda_fresh: Callable[[], "CudaEnvelope | None"], cuda_prefix: Callable[[], object],
+                   exact_here: int | None = None, guard: bool = False) -> int:
+    """``envelope_total`` with its terms picked from the fast models at hand: the one wiring shared by the API
+    (``Estimator.prefill_peak``) and the oMLX facade (``MonotonePeak.peak``), which had the same block twice
+    (a term added to one and not the other would make the two report different totals for one request).
+
+    ``fast``: the profile's ``peak.fast.FastPeak`` for the backend, or ``None`` (none could be built, or the
+    caller's fast bounds are off). ``U`` (``upper``): ``tight_upper`` where its lines hold (not ``exact_only``);
+    after a prefix, for a model it answers exactly that ``peak.prefix_lines`` bounds (a gated-DeltaNet on CPU),
+    the per-count lines; else none. Where the lines do not hold (CUDA's graph commits, or no ``FastPeak``):
+    ``cuda_fresh()`` the ``CudaEnvelope`` whose ``fresh`` is ``E(m, 0)``, and after a prefix ``cuda_prefix()`` the
+    table whose ``upper`` is ``U_cuda`` (``peak.fast_cuda_prefix``), each ``None`` where there is none. ``lines`` /
+    ``qlines``: the caller's memos of ``tight_upper`` / ``prefix_lines.prefix_upper``. ``guard``: a term that raises
+    ``NO_TERM`` is taken as absent (the API: the replay answers instead); without it the error propagates (the
+    facade then reports the peak unknown)."""
+    lines_hold = fast is not None and not fast.exact_only
+    upper = fresh = prefix_upper = None
+    if lines_hold:
+        upper = lambda m, c: tight_upper(fast, m, chunk, c, lines)  # noqa: E731
+    elif fast is not None and cached and prefix_lines.applies(fast):
+        upper = lambda m, c: prefix_lines.prefix_upper(fast, m, chunk, c, qlines)  # noqa: E731
+    if not lines_hold:
+        env = cuda_fresh()
+        fresh = env.fresh if env is not None else None
+        cp = cuda_prefix() if cached else None
+        prefix_upper = cp.upper if cp is not None else None
+    if guard:
+        upper, fresh, prefix_upper = _guarded(upper), _guarded(fresh), _guarded(prefix_upper)
+    return envelope_total(new, chunk, cached, exact, upper, exact_here=exact_here, fresh=fresh,
+                          prefix_upper=prefix_upper)
+
+
+def _guarded(term):
+    """``term`` answering ``None`` (no such term) where it raises ``NO_TERM``; ``None`` stays ``None``."""
+    if term is None:
+        return None
+
+    def guarded(*args):
+        try:
+            return term(*args)
+        except NO_TERM:
+            return None
+    return guarded
+
+
 def tight_upper(fast, new: int, chunk: int, cached: int, memo: dict, need: int | None = None):
     """``U(new, cached)`` (``FastPeak.total_bound`` after a prefix) with the shorter call bounded at its own query
     count instead of its bucket's top: the bucket's lines charge ``r`` queries as up to 4x as many (199 as 256
@@ -143,7 +194,7 @@ def tight_upper(fast, new: int, chunk: int, cached: int, memo: dict, need: int |
     ``U`` stays non-decreasing in ``new`` and ``cached``. ``memo``: the lines per (chunk, layout, r), built once
     (tens of ms). ``None`` where there are no bounds."""
     gen = _TILED_VERSION  # module-level names: this runs up to six times per ``Estimator.fits`` call
-    if fast.exact_only or cached <= 0:
+    if fast.exact_only or cached <= 0 or chunk > MAX_LINE_CHUNK:  # past it no lines are built (peak.request)
         return None
     k, r = divmod(new - 1, chunk)
     fresh = 2 if (not k and r) else False
@@ -472,18 +523,16 @@ class MonotonePeak:
         if new <= 0:
             return 0
         f = self.fast
+        if chunk > KEYED_AS_GIVEN:  # a chunk past the prompt: the tables of a smaller one, same calls (peak.request)
+            chunk = table_chunk(chunk, new + cached, f.routes.executor)
         prefix = f._prefix(cached, chunk) if cached else 0
 
         def exact(m: int, c: int) -> int:
             return f.peak(m, chunk, c) + (f._prefix(c, chunk) if c else 0)
 
-        upper = None if f.exact_only else (lambda m, c: tight_upper(f, m, chunk, c, self._lines))
-        if upper is None and cached and prefix_lines.applies(f):  # a gated-DeltaNet on CPU: per-count lines
-            upper = lambda m, c: prefix_lines.prefix_upper(f, m, chunk, c, self._qlines)  # noqa: E731
-        cf = self._cuda_fit(chunk) if f.exact_only else None
-        fresh = cf.fresh if cf else None
-        cp = self._prefix_fit(chunk) if f.exact_only and cached else None
-        v = envelope_total(new, chunk, cached, exact, upper, fresh=fresh, prefix_upper=cp.upper if cp else None) - prefix
+        v = reported_total(new, chunk, cached, exact, f, lines=self._lines, qlines=self._qlines,
+                           cuda_fresh=lambda: self._cuda_fit(chunk),
+                           cuda_prefix=lambda: self._prefix_fit(chunk)) - prefix
         if v < 0:
             v = 0
         if len(self._memo) >= 1 << 16:
