@@ -15,6 +15,7 @@ from ..kv.replay import STEP  # mlx-lm KVCache allocation step: max_tokens searc
 from ..peak.envelope import (CudaEnvelope, envelope_bounds, envelope_bounds_fresh, envelope_exact_fresh,
                              reported_total, tight_upper)
 from ..peak.prefill import Breakdown, Request, Verdict, prefill_peak
+from ..peak.request import KEYED_AS_GIVEN, MAX_LINE_CHUNK, table_chunk
 from ..peak.kernels import KernelRoutes
 from ..registry.profile import Profile, past_context, require_profile
 from ..units import MAX_BYTES, MAX_TOKENS, format_bytes
@@ -42,6 +43,15 @@ def fit_margin(upper: int) -> int:
     """The band (bytes) within which ``Estimator.fits`` refuses without replaying (``FIT_MARGIN``)."""
     return max(FIT_MARGIN, upper >> 16)
 _MEMO = 4096  # exact breakdowns kept per Estimator (an engine's distinct prompt lengths)
+
+
+def _table_request(request: Request, backend: str, mlx_version: str | None) -> Request:
+    """``request`` with the chunk its per-chunk tables are keyed by (``peak.request.table_chunk``: a chunk past the
+    prompt makes the same calls as a smaller one; keyed as given, 2^20 bisected a million query counts on CUDA)."""
+    if request.chunk <= KEYED_AS_GIVEN:  # the hot path: no table look-up
+        return request
+    c = table_chunk(request.chunk, request.tokens, KernelRoutes.for_backend(backend, mlx_version).executor)
+    return request if c == request.chunk else replace(request, chunk=c)
 
 
 def _check_request(request: object) -> None:
@@ -102,7 +112,7 @@ class Estimator:
         _check_request(request)
         _check_names(backend, mlx_version, dtype, nax)
         bd = prefill_peak(self.profile, request, backend=backend, mlx_version=mlx_version, dtype=dtype, nax=nax)
-        return self._enveloped(request, bd, backend, mlx_version, dtype, nax)
+        return self._enveloped(_table_request(request, backend, mlx_version), bd, backend, mlx_version, dtype, nax)
 
     def _enveloped(self, request: Request, bd: Breakdown, backend: str, mlx_version, dtype, nax) -> Breakdown:
         """``bd`` raised to the envelope the API reports (``peak.envelope.reported_total``, the facade's wiring too): a
@@ -181,6 +191,7 @@ class Estimator:
         beyond = past_context(self.profile, request.tokens)  # the cached prefix is part of it
         if beyond is not None:  # as the CLI: a length the model was not trained for is not admitted
             return _LazyVerdict(self, key, budget, res, usable, w, given, fits=False, past_context=beyond)
+        request = _table_request(request, backend, mlx_version)  # the tables' key; ``key`` keeps the request asked
         fp = self._fast_peak(request, backend, mlx_version, dtype, nax)
         if fp is not None:
             new, chunk, cached = request.new_tokens, request.chunk, request.cached
@@ -238,6 +249,8 @@ class Estimator:
         Metal (llama-3.1-8b chunk 2048 on Metal: tens of seconds)."""
         chunk = check_count("chunk", chunk, minimum=1, maximum=MAX_TOKENS)
         _check_names(backend, mlx_version, dtype, nax)
+        if chunk > MAX_LINE_CHUNK:  # no table of that chunk is built (peak.request; follow_ups looped over 2^30 sizes)
+            return False
         fp = self._fast_peak(Request(2, chunk=chunk), backend, mlx_version, dtype, nax)
         if fp is None:
             cf = self._cuda_fit(Request(2, chunk=chunk), backend, mlx_version, dtype, nax)
@@ -366,6 +379,7 @@ class Estimator:
     def _bounds(self, request: Request, backend: str, mlx_version, dtype, nax) -> tuple[int | None, int] | None:
         """(lower or ``None``, upper) bounds of the reported ``held before + peak`` (the exact replay's monotone
         envelope, ``peak.envelope``) that ``fits`` decides from, or ``None``."""
+        request = _table_request(request, backend, mlx_version)
         fp = self._fast_peak(request, backend, mlx_version, dtype, nax)
         if fp is None and request.cached:
             e = self._cuda_prefix_total(request, backend, mlx_version, dtype, nax)

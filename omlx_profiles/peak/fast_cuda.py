@@ -34,6 +34,7 @@ from .executor import carried_array, window_max
 from .fast_pieces import last_same
 from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 from .replay import EntryState, fill_prefix
+from .request import check_table_chunk
 
 
 class CallWalk:
@@ -990,6 +991,7 @@ class CudaFit:
 
     def __init__(self, profile: Profile, routes: KernelRoutes, chunk: int, dtype: str | None = None,
                  nax: bool = False, kv_scale: float = 1.0, worst: str | None = None):
+        check_table_chunk(chunk)  # every query count up to the chunk is bisected: past a cap its callers replay
         self.c = chunk
         self._args = (profile, routes, chunk, dtype, nax, kv_scale, worst)
         self.max_k = (profile.max_context - 1) // chunk if profile.max_context else None
