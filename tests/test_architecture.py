@@ -1,13 +1,14 @@
 """The package's layers hold: import-linter's contracts in pyproject.toml ([tool.importlinter]).
 
 * layers: cli | compat > sharding | hub > estimate | live > peak > kv > extraction > mlxlm > registry >
-  schema > units | dtypes | validation | outputs | quantization | versions > files > errors; a module
+  schema > units | outputs | quantization | versions > files > errors; a module
   imports only from layers below its own (README "Architecture");
 * forbidden: nothing outside ``live/`` imports mlx, mlx_lm, matplotlib or transformers directly; the
   documented exceptions (chart's matplotlib, calibrate's and the oMLX facade's lazy mlx) are listed in
   ``ignore_imports``;
 * layers inside the oMLX facade (``compat/``): ``from_model | guard`` > ``monitor`` > ``kv_terms | sdpa | seed |
   uniform`` > ``read``;
+* independence: ``units/``' three modules (sizes, counts, dtypes) import none of each other;
 * independence: no CLI command module imports another (shared flags in ``cli/common.py``, arithmetic in
   ``estimate/``).
 

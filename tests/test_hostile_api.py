@@ -16,7 +16,7 @@ from fractions import Fraction
 import pytest
 
 from omlx_profiles import Estimator, InputError, KVQuant, kv_bytes, kv_report, load_registry
-from omlx_profiles.validation import check_count
+from omlx_profiles.units import check_count
 
 NAN, INF = float("nan"), float("inf")
 # values that are not a non-negative integer count (name -> value)

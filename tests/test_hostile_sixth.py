@@ -35,7 +35,7 @@ def est():
 
 
 # --------------------------------------------------------------------------------------------------
-# API dtype / nax (mechanism: dtypes.check_dtype and validation.check_flag, called by kv.bytes.kv_report,
+# API dtype / nax (mechanism: units.check_dtype and units.check_flag, called by kv.bytes.kv_report,
 # peak.call.activation_dtype, peak.prefill.prefill_peak and estimator._check_names)
 # --------------------------------------------------------------------------------------------------
 BAD_DTYPES = ["int4", "", "BF16", "bfloat16", " bf16", "fp8", [1], 2, b"bf16"]

@@ -22,9 +22,11 @@ prefix 0..1M, wherever the fast path has bounds (cpu / metal, a ``bound`` basis 
 CUDA, chunked attention or a gated-DeltaNet on cpu, which answer the exact model only: ``bounded``); on CUDA without a prefix, in the
 prompt (``cuda_bounded``: the bucket bounds of ``peak.fast_cuda``; not a gated-DeltaNet); on CUDA after a prefix, in the
 prompt and the prefix (``peak.fast_cuda_prefix``: a dense GQA drawn here), a gated-DeltaNet in the prefix (per-count
-tables, session 12: ``test_a_gated_deltanet_on_cuda_is_monotone_in_the_prefix``); chunked attention in the prefix on every
-backend (session 12: ``test_chunked_attention_is_monotone_in_the_prefix``). The truth itself is not monotone off whole KV steps
-(measured on a real mlx-lm model: test_properties_live.py): the envelope is above it there, never below.
+tables, session 12: ``test_a_gated_deltanet_on_cuda_is_monotone_in_the_prefix``); chunked attention in the prefix and
+the prompt on every backend (session 12 / 13: ``test_chunked_attention_is_monotone_in_the_prefix_and_the_prompt``). The
+truth itself is not monotone off whole KV steps (measured on a real mlx-lm model: test_properties_live.py): the envelope
+is above it there, never below. Known NOT to hold (session 13, pinned as a strict xfail below): CUDA without a prefix
+across blocks, where ``CudaEnvelope`` drops a bucket bound from two blocks back.
 """
 from __future__ import annotations
 
@@ -354,6 +356,20 @@ def test_cuda_reports_monotone_in_the_prompt_without_a_prefix():
             assert ts[i] >= exact(name, ns[i], chunk), (name, chunk, ns[i])
 
 
+@pytest.mark.xfail(strict=True, reason="CudaEnvelope carries one block's bucket bound, not all earlier blocks' "
+                   "(session 13: a proof needs every earlier block's buckets, 0.1-0.4 s each)")
+def test_cuda_without_a_prefix_is_monotone_across_blocks():
+    """CUDA, no prefix, across a block boundary: ``CudaEnvelope.fresh`` reports for block ``k`` the maximum of the
+    dominating lengths' replays, the block's cumulative bucket bound ``CU(n)`` and the PREVIOUS block's ``CU(k S)``;
+    block ``k - 1`` reported ``CU((k - 1) S)`` too, which block ``k`` drops, and ``CU(j S)`` is not monotone in ``j``
+    (each block's buckets are split and bounded on their own; block 0's fresh first call is the loosest). Found in
+    session 13 inside the domain of ``test_estimator_total_grows_with_the_prompt``: Qwen3.5-35B-A3B chunk 256, 512 new
+    tokens 1,742,568,932 B -> 513 new 1,674,488,452 B (-3.9%); chunk 2048, 3,000 -> 4,200 new -0.14%; gpt-oss-20b
+    chunk 512, 1,024 -> 1,025 new -0.5%. Never below the replay (each term is above it); not monotone."""
+    for name, chunk, a, b in (("qwen3.5-35b-a3b", 256, 512, 513), ("gpt-oss-20b", 512, 1024, 1025)):
+        assert total(name, "cuda", b, chunk, 0) >= total(name, "cuda", a, chunk, 0), (name, chunk, a, b)
+
+
 def test_a_gated_deltanet_on_cpu_reports_monotone_in_the_prefix():
     """Qwen3.5-35B-A3B on cpu: its fast path is the exact model only (``FastPeak._shapeless``: the recurrence's items
     change structure with every query count), and its exact model falls with the prefix where the full-attention
@@ -501,29 +517,54 @@ def test_chunked_attention_reports_monotone_in_the_prefix():
         assert all(m.estimate_prefill_peak_bytes(new, chunk, cached_tokens=c) >= b.peak_bytes for c, b in zip(cs, ex))
 
 
+def test_chunked_attention_reports_monotone_in_the_prompt_after_a_prefix():
+    """Chunked attention after a prefix, along the PROMPT (issue 14 item 4; not drawn until session 13): the exact
+    model falls inside a block on Metal (the cut llama-4-scout, 8,100 cached, chunks of 256: 9 new tokens
+    154,129,232 B, 10 new 138,816,177 B), and ``peak.prefix_lines``' per-count lines fell with it (297,084,048 ->
+    287,197,168 B: the report fell 3.3%). Now the lines are ``FastPeak``'s bucketed ones, cumulative over the query
+    count (``prefix_lines._bucketed``), on CPU / Metal; ``CudaPrefix``'s cells are cumulative over it already (CUDA).
+    The API's total and the facade's peak are non-decreasing over these prompts, across blocks too, and never below
+    the exact replay."""
+    cm = chunked_model()
+    e = cm["est"]
+    cached, chunk = 8100, 256
+    ns = (1, 2, 7, 8, 9, 10, 11, 20, 255, 256, 257, 258, 300, 512, 513)
+    for backend in BACKENDS:
+        ex = [prefill_peak(e.profile, Request(cached + n, cached=cached, chunk=chunk), backend=backend) for n in ns]
+        tx = [b.held_before_bytes + b.peak_bytes for b in ex]
+        if backend == "metal":
+            assert tx[4] > tx[5] * 1.1, tx  # the model itself falls from 9 to 10 new tokens
+        ts = [e.total_bytes(Request(cached + n, cached=cached, chunk=chunk), 0, backend) for n in ns]
+        m = cm[backend]
+        fs = [m.estimate_prefill_peak_bytes(n, chunk, cached_tokens=cached) for n in ns]
+        assert ts == sorted(ts) and fs == sorted(fs), (backend, ts, fs)
+        assert all(t >= x for t, x in zip(ts, tx)) and all(f >= b.peak_bytes for f, b in zip(fs, ex)), (backend, ts, tx)
+
+
 @settings(SETTINGS, max_examples=6)
 @given(backends, chunks, st.integers(1, 5000), st.one_of(st.integers(1, 1_000_000), st.integers(1, 20_000)),
-       st.one_of(st.integers(1, 600), st.integers(1, 300_000)))
-def test_chunked_attention_is_monotone_in_the_prefix(backend, chunk, new, cached, more_c):
-    """The property of the pinned case above over chunk 1..4096 on CPU / Metal, prefixes to 1M: the API's total and
-    the facade's request memory never fall as the prefix grows and are never below the exact replay. On CUDA the
-    chunk is 256 (``CudaPrefix``'s cells for this model: ~3 s to 1M keys per chunk size, the API and the facade
-    one each). Monotone in the prompt: not drawn (the exact envelope across blocks, as on main)."""
+       st.one_of(st.integers(1, 600), st.integers(1, 300_000)), st.one_of(st.integers(1, 600), st.integers(1, 5000)))
+def test_chunked_attention_is_monotone_in_the_prefix_and_the_prompt(backend, chunk, new, cached, more_c, more):
+    """The properties of the pinned cases above over chunk 1..4096 on CPU / Metal, prefixes to 1M: the API's total
+    and the facade's request memory never fall as the prefix or the prompt grows (the prompt since session 13:
+    ``prefix_lines._bucketed``) and are never below the exact replay. On CUDA the chunk is 256 (``CudaPrefix``'s
+    cells for this model: ~3 s to 1M keys per chunk size, the API and the facade one each)."""
     if backend == "cuda":
         chunk = 256
-    assume((cached + more_c + new) // chunk <= MAX_CALLS and new // chunk <= 40)
+    assume((cached + more_c + new + more) // chunk <= MAX_CALLS and (new + more) // chunk <= 40)
     cm = chunked_model()
     e, m = cm["est"], cm[backend]
 
-    def t(c):
-        return e.total_bytes(Request(c + new, cached=c, chunk=chunk), 0, backend)
+    def t(c, n=new):
+        return e.total_bytes(Request(c + n, cached=c, chunk=chunk), 0, backend)
 
-    def held(c):
-        return m.estimate_resident_kv_bytes(c, chunk_tokens=chunk) + m.estimate_prefill_peak_bytes(new, chunk, cached_tokens=c)
+    def held(c, n=new):
+        return m.estimate_resident_kv_bytes(c, chunk_tokens=chunk) + m.estimate_prefill_peak_bytes(n, chunk, cached_tokens=c)
 
     a = t(cached)
-    assert t(cached + more_c) >= a
+    assert t(cached + more_c) >= a and t(cached, new + more) >= a
     b = prefill_peak(e.profile, Request(cached + new, cached=cached, chunk=chunk), backend=backend)
     assert a >= b.held_before_bytes + b.peak_bytes
-    assert held(cached + more_c) >= held(cached) >= 0
+    h = held(cached)
+    assert held(cached + more_c) >= h >= 0 and held(cached, new + more) >= h
     assert m.estimate_prefill_peak_bytes(new, chunk, cached_tokens=cached) >= b.peak_bytes

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..dtypes import normalize_dtype
+from ..units import normalize_dtype
 from ..errors import InputError, UnsupportedError
 from ..files import user_path
 from .common import add_model_args, count_arg, positive_int_arg, resolve_model

@@ -217,7 +217,7 @@ def chart_series(res, args) -> list:
     # fit's question, and on CUDA it was refused by the replay budget
     fit = (sharded_fit(res, opts, weights, views, limit=max(args.max_tokens, res.profile.max_context or 0),
                        breakdowns=False) if budgets else None)
-    from ..dtypes import DTYPE_BYTES
+    from ..units import DTYPE_BYTES
 
     from ..estimate.fit import basis_notes, sample_points
 

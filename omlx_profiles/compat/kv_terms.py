@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..dtypes import DTYPE_BYTES
+from ..units import DTYPE_BYTES
 from ..kv.bytes import kv_report
 from ..kv.replay import kv_capacity_fast
 from ..peak.replay import KV_SCALED_KINDS, kv_split, scale_up, scaled_total

@@ -11,14 +11,14 @@ import logging
 import math
 from typing import Any, Optional
 
-from ..dtypes import DTYPE_BYTES
+from ..units import DTYPE_BYTES
 from ..errors import InputError, OmlxProfilesError
 from ..peak import kernels as _routes
 from ..peak.envelope import MonotonePeak
 from ..peak.fast import FastPeak
 from ..units import format_bytes
 from ..units import MAX_BYTES, MAX_TOKENS
-from ..validation import check_count
+from ..units import check_count
 from .kv_terms import block_bytes_per_token, kv_widths, resident_kv, scaled_kv, step_rows, turboquant_peak
 from .sdpa import sdpa_activation_bytes
 from .seed import SeedMonitor, default_backend

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..dtypes import DTYPE_BYTES
+from ..units import DTYPE_BYTES
 from ..peak import kernels as _routes
-from ..validation import check_count
+from ..units import check_count
 
 # oMLX's module-level names its own code and tests import (kept with the values oMLX 70fa3482 had; the
 # facade does not use them: its kernel routes come from profiles/kernels per backend and MLX version)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from ..errors import InputError
 from ..units import MAX_BYTES
-from ..validation import check_count
+from ..units import check_count
 
 RESERVE_FIXED = 512 * 1024**2
 RESERVE_FRACTION_PERCENT = 5

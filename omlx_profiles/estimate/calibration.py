@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..dtypes import normalize_dtype
+from ..units import normalize_dtype
 from ..errors import InputError, ProfileError
 from ..registry.paths import builtin_profiles_dir
 from ..registry.profile import Profile

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..dtypes import DTYPE_BYTES, check_dtype
+from ..units import DTYPE_BYTES, check_dtype
 from ..errors import InputError, OmlxProfilesError
 from ..kv.bytes import KVQuant, KVReport, kv_report
 from ..kv.replay import STEP  # mlx-lm KVCache allocation step: max_tokens searches on it first
@@ -19,7 +19,7 @@ from ..peak import prefix_lines
 from ..peak.kernels import KernelRoutes
 from ..registry.profile import Profile, past_context, require_profile
 from ..units import MAX_BYTES, MAX_TOKENS, format_bytes
-from ..validation import check_count, check_flag
+from ..units import check_count, check_flag
 from .budget import resolve_reserve
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..dtypes import short_dtype
+from ..units import short_dtype
 from ..errors import UnsupportedError
 from ..mlxlm.fold import build_layers
 from ..registry.profile import Profile

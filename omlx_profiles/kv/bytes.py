@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from ..errors import InputError, UnsupportedError
 from ..registry.profile import CacheEntry, Profile
 from .replay import SCHEDULES, calls_for, chunked_rows, kv_capacity, kv_capacity_fast, rotating_rows
-from ..dtypes import DTYPE_BYTES, check_dtype
+from ..units import DTYPE_BYTES, check_dtype
 from ..quantization import QUANT_BITS  # MLX's quantize bits: one list, for the KV and the weights
 from ..units import MAX_TOKENS
-from ..validation import check_count
+from ..units import check_count
 
 DEFAULT_QUANTIZED_KV_START = 5000  # mlx_lm.generate.DEFAULT_QUANTIZED_KV_START
 

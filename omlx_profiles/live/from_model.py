@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import InputError, UnsupportedError
 from ..extraction.from_config import DEFAULT_ASSUMED_DTYPE, profile_from_config
-from ..dtypes import short_dtype
+from ..units import short_dtype
 from ..extraction.from_probe import args_dict, layout_dtype, profile_from_layout
 from ..registry.profile import Profile
 

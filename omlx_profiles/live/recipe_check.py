@@ -22,7 +22,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
-from ..dtypes import normalize_dtype
+from ..units import normalize_dtype
 from ..errors import UnsupportedError
 from ..extraction.from_config import extract_config
 from ..kv.bytes import KVQuant, kv_report

@@ -20,7 +20,7 @@ from math import prod
 from pathlib import Path
 from typing import Any
 
-from ..dtypes import short_dtype
+from ..units import short_dtype
 from ..errors import OmlxProfilesError, UnsupportedError
 from ..extraction.from_probe import layout_dtype
 from ..extraction.match import hashable, ranges

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..dtypes import normalize_dtype
+from ..units import normalize_dtype
 from ..errors import InputError, UnsupportedError
 from ..schema.family import MAX_LAYERS
 from .facts import ARCHITECTURE_REMAPPING, MLX_LM_VERSION, MODEL_REMAPPING, WRAPPER_KEYS, ArgsSpec

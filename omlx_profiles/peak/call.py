@@ -3,11 +3,11 @@
 """
 from __future__ import annotations
 
-from ..dtypes import DTYPE_BYTES, check_dtype
+from ..units import DTYPE_BYTES, check_dtype
 from ..errors import InputError, UnsupportedError
 from ..mlxlm.recipe_files import traits_of
 from ..registry.profile import Profile
-from ..validation import check_count
+from ..units import check_count
 from .executor import graph_window_max, window_max
 from .explain import CallPeak, routes_used
 from .kernels import KernelRoutes, tiled_state

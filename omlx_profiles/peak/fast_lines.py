@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..dtypes import DTYPE_BYTES
+from ..units import DTYPE_BYTES
 from ..kv.replay import STEP
 from ..registry.profile import Profile
 from . import executor

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..dtypes import check_dtype
+from ..units import check_dtype
 from ..errors import InputError, UnsupportedError
 from ..kv.replay import MAX_CALLS
 from ..kv.work import GRAPH_CALL_COST, charge
 from ..registry.profile import Profile
-from ..validation import check_flag
+from ..units import check_flag
 from .call import (SMALL_ARRAYS, activation_dtype, call_items, call_peak, growth_bytes, held_bytes, run_ahead_ops,
                    validate_profile)
 from .explain import CallPeak, explain

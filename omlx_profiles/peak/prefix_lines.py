@@ -19,8 +19,25 @@ in chunks of ``S``; after a prefix a prompt shorter than a chunk follows its las
 last token's after a call of ``p``: ``Pieces`` are running maxima over the offset and above every call at it
 (every capacity phase a history can leave), so ``U(n, c) >= V(n, c)`` and ``U`` is non-decreasing in ``c`` (every
 offset moves right). ``envelope_total(..., upper=)`` then reports ``max(E(n, 0), V(n, c), U over P(n))``:
-non-decreasing in ``c`` (module doc of ``peak.envelope``). Not claimed: monotone in ``n`` within a block (per-count
-lines are not cumulative over counts; the exact model's own growth there is what holds it, as before).
+non-decreasing in ``c`` (module doc of ``peak.envelope``).
+
+In ``n`` (session 13): per-count lines are not cumulative over counts, and the exact model itself falls inside a
+block (llama-4-scout cut to 4 layers on Metal, 8,100 cached, chunks of 256: 9 new tokens 154,129,232 B, 10 new
+138,816,177 B; the per-count ``U`` 297,084,048 -> 287,197,168 B, so the report fell 3.3%). Where a call's item
+structure is shared by a bucket of query counts (chunked attention: ``FastPeak`` answers it exactly only because
+its rows cycle WITHOUT a prefix), the lines are ``FastPeak``'s own bucketed ones (``FastPeak._build`` after a prefix:
+per ``CallModel.q_tops`` bucket the cumulative bound of a call of at most its top, the last token's per bucket of
+the call before it, cumulative too), and the shorter call is charged as ``peak.envelope.tight_upper`` charges it:
+its own lines at ``r`` (no lower for a larger ``r`` of the same bucket: one structure, every item growing with the
+queries) with every lower bucket's cumulative lines, and a full chunk as the whole cumulative set. So
+
+    U(n, c) = max( C_all(c + (k-1) S) if k,  max(C_{i-1}, F_r^i)(c + k S) if r,  L_{<=p}(c + n - 1) )
+
+is non-decreasing in ``n`` within a block (``r`` grows at one offset, the last token moves right after a longer
+call) and across blocks (the shorter call of ``S - 1`` at ``c + k S`` is under ``C_all`` there, the first full call
+of the next block; the last token after a chunk is the cumulative set's top), as ``tight_upper``'s. A call whose
+structure changes with nearly every query count (a gated-DeltaNet on CPU: ``FastPeak._shapeless``) keeps the
+per-count lines (a bucket per count: ~45 s to build): monotone in ``n`` there is NOT claimed by construction.
 """
 from __future__ import annotations
 
@@ -43,6 +60,8 @@ def prefix_upper(fast, new: int, chunk: int, cached: int, memo: dict) -> int | N
     if cached <= 0 or new <= 0 or not applies(fast):
         return None
     S = chunk
+    if not _shapeless(fast, memo):
+        return _bucketed(fast, new, S, cached, memo)
     k, r = divmod(new - 1, S)
     one = bool(not k and r)  # a prompt shorter than a chunk: its calls follow the prefix's last token
     v = _lines(fast, memo, S, one, "last", r or (S if k else 1)).at(cached + new - 1)
@@ -73,3 +92,52 @@ def _lines(fast, memo: dict, S: int, one: bool, mode: str, q: int):
             memo[mkey] = m
         t = memo[key] = m.pieces(q, S, mode, q_min=q, both=False)[0]
     return t
+
+
+def _shapeless(fast, memo: dict) -> bool:
+    """Whether the call's item structure changes with nearly every query count (``FastPeak._shapeless``; memoized):
+    no bucket of counts holds, the per-count lines answer."""
+    key = ("shapeless", fast, _TILED_VERSION[0])
+    v = memo.get(key)
+    if v is None:
+        v = memo[key] = fast._shapeless()
+    return v
+
+
+def _bucketed(fast, new: int, S: int, cached: int, memo: dict) -> int:
+    """``U(new, cached)`` from ``FastPeak``'s bucketed lines after a prefix (module doc: cumulative over the query
+    count, so non-decreasing in ``new`` too)."""
+    from bisect import bisect_left
+
+    k, r = divmod(new - 1, S)
+    fresh = 2 if (not k and r) else False  # a prompt shorter than a chunk follows the prefix's last token
+    key = ("chunk", fast, S, fresh, _TILED_VERSION[0])
+    c = memo.get(key)
+    if c is None:
+        if len(memo) >= _KEEP:
+            memo.clear()
+        c = memo[key] = fast._build(S, fresh)
+    v = c.lasts[bisect_left(c.ltops, r or (S if k else 1))].at(cached + new - 1)  # the last token
+    if k:
+        f = c.calls[-1].at(cached + S * (k - 1))  # every full call: the whole cumulative set
+        if f > v:
+            v = f
+    if r:
+        off = cached + S * k
+        i = bisect_left(c.tops, r)
+        if c.tops[i] == r:
+            f = c.calls[i].at(off)
+        else:
+            rkey = ("r", fast, S, fresh, r, _TILED_VERSION[0])
+            t = memo.get(rkey)
+            if t is None:
+                q_min = c.tops[i - 1] + 1 if i else 1
+                t = memo[rkey] = c.model.pieces(r, S, "upper", q_min=q_min)[0]
+            f = t.at(off)
+            if i:
+                g = c.calls[i - 1].at(off)
+                if g > f:
+                    f = g
+        if f > v:
+            v = f
+    return v

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from ..errors import InputError, UnsupportedError
 from ..kv.replay import SCHEDULES
 from ..units import MAX_TOKENS
-from ..validation import check_count
+from ..units import check_count
 
 
 @dataclass(frozen=True)

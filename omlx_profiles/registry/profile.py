@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Any
 
-from ..dtypes import DTYPE_BYTES
+from ..units import DTYPE_BYTES
 from ..errors import InputError
 from ..schema.family import CompleteVariant, Layers
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..estimate.budget import resolve_reserve
-from ..dtypes import DTYPE_BYTES
+from ..units import DTYPE_BYTES
 from ..errors import InputError
 from ..estimate.estimator import Estimator
 from ..estimate.fit import search_limit

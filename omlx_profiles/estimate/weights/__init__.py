@@ -43,7 +43,7 @@ import json
 import os
 from pathlib import Path
 
-from ...dtypes import DTYPE_BYTES
+from ...units import DTYPE_BYTES
 from ...errors import InputError
 from ...files import user_path
 from ...mlxlm.config import MAX_CONFIG_BYTES  # one limit for every config.json read

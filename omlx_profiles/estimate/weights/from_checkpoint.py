@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from math import prod
 
-from ...dtypes import DTYPE_BYTES
+from ...units import DTYPE_BYTES
 from ...quantization import BOUND_GROUP, MODE_DEFAULTS, Quantization
 from ..safetensors import CheckpointHeaders
 from .from_profile import implausible

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from ...dtypes import DTYPE_BYTES
+from ...units import DTYPE_BYTES
 from ...quantization import Quantization
 from .info import WeightsInfo
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-from ...dtypes import DTYPE_BYTES
+from ...units import DTYPE_BYTES
 from ...errors import UnsupportedError
 from ...registry.profile import CacheEntry, LayerType, Profile
 from ..kernels import KernelRoutes

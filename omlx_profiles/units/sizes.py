@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from .errors import InputError
+from ..errors import InputError
 
 # ASCII only: \d would also match Arabic-Indic or full-width digits, which float() then accepts.
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$", re.ASCII)

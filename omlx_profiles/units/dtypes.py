@@ -17,7 +17,7 @@ def check_dtype(dtype: object, default: str) -> str:
     dt = default if dtype is None else dtype
     if type(dt) is str and dt in DTYPE_BYTES:
         return dt
-    from .errors import InputError
+    from ..errors import InputError
 
     raise InputError(f"dtype must be one of {sorted(DTYPE_BYTES)} or None, got {type(dt).__name__} {dt!r:.40}")
 

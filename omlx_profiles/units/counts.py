@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from .errors import InputError
+from ..errors import InputError
 
 MAX_COUNT = 1 << 40  # a trillion tokens / a terabyte: anything larger is a typo, not a request
 
