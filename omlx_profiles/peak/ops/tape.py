@@ -39,6 +39,8 @@ def placed(ctx: CallContext, items: list[Item]) -> list[Item]:
             spans += [(a, len(new) - 1), (len(new) - 1, len(new))]
             i += 2
             continue
+        if _decomposed_rope(ctx, it) and it.carry and it.out >= 0:
+            it = replace(it, out=max(0, it.out - it.carry))  # q's rotated output is the carry, not also the output
         new += _split(it, parts, calls) if calls else [it]
         spans.append((a, len(new)))
         i += 1
@@ -95,6 +97,7 @@ def _norm_then_rope(norm: Item, rope: Item, parts, calls: int, tail_ops: int) ->
     mid_ops = ops - head.ops - tail_ops
     mid = Item(norm.term, 0, mid_ops, views - head.views, out=0, carry=norm.out if norm.out >= 0 else norm.bytes,
                carry_items=1)
-    tail = Item(rope.term, norm.bytes - early + rope.bytes, tail_ops, 0, out=rope.out if rope.out >= 0 else rope.bytes,
+    r_out = rope.out if rope.out >= 0 else rope.bytes
+    tail = Item(rope.term, norm.bytes - early + rope.bytes, tail_ops, 0, out=max(0, r_out - rope.carry),
                 carry=rope.carry, carry_items=rope.carry_items)
     return [head, mid, tail]
