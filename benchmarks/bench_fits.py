@@ -38,7 +38,8 @@ a block's ``k S + 1`` term where its bounds are wide, once; on CUDA also the len
 token ``peak.fast_cuda`` replays, a few ms each: a prompt without a prefix), margin (refused by the documented margin while the
 exact total fits: the only verdicts that differ from the exact replay's), wrong (any other difference: must
 be 0), prepare (seconds, once per chunk size and backend: the row's chunk sizes not prepared by an earlier row), built,
-warm max (above).
+warm max (above), built->warm (the largest warm cost, measured the same way, of the requests that built something,
+re-asked once their tables are built: an engine's second request of that shape; 0 where none built).
 
     .venv/bin/python benchmarks/bench_fits.py [--calls 200] [--backends metal,cpu] [--models ...]
         [--scenarios long,short,chunks,odd,prefix] [--out benchmarks/results/bench_fits.txt]
@@ -130,7 +131,7 @@ def _state(e: Estimator) -> int:
     return n
 
 
-#: ``_warm_cost``: batches, and calls per batch.
+#: ``_warm_cost``: batches, and calls per batch (``--batches`` sets BATCHES).
 BATCHES, PER_BATCH = 7, 5
 
 
@@ -164,7 +165,7 @@ def _row(p, backend: str, reqs: list[Request], budgets: list[int], exact: list[i
     for k, v in e._fast.items():
         if v and k[0] == "cuda-fit":
             v._exact.clear()  # lengths a previous row replayed: this row pays for its own
-    times, cpu, margin, wrong, replays, built, rerun = [], [], 0, 0, 0, 0, 0.0
+    times, cpu, margin, wrong, replays, built, rerun, after = [], [], 0, 0, 0, 0, 0.0, 0.0
     for req, b, tot in zip(reqs, budgets, exact):
         before = len(e._memo) + _cuda_replays(e) + _fixed_replays(e)
         st = _state(e)
@@ -178,6 +179,11 @@ def _row(p, backend: str, reqs: list[Request], budgets: list[int], exact: list[i
         built += grew
         if not grew:
             rerun = max(rerun, _warm_cost(e, req, b, backend, cpu[-1]))
+        else:  # what the same request costs once its tables are built: "warm" for any request after its first
+            st = _state(e)
+            e.fits(req, b, weights_bytes=WEIGHTS, reserve=0, backend=backend)
+            if _state(e) == st:
+                after = max(after, _warm_cost(e, req, b, backend, float("inf")))
         if v.fits != (tot <= b):
             if not v.fits and getattr(v, "margin", False):
                 margin += 1
@@ -186,7 +192,7 @@ def _row(p, backend: str, reqs: list[Request], budgets: list[int], exact: list[i
     times.sort()
     mean = statistics.fmean(times) * 1e6
     return (mean, times[len(times) // 2] * 1e6, times[int(len(times) * 0.99)] * 1e6, times[-1] * 1e6,
-            max(cpu) * 1e6, replays, margin, wrong, prep, built, rerun * 1e6)
+            max(cpu) * 1e6, replays, margin, wrong, prep, built, rerun * 1e6, after * 1e6)
 
 
 def main() -> None:
@@ -196,15 +202,17 @@ def main() -> None:
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--out", default=None, help="also write the table to this file")
+    ap.add_argument("--batches", type=int, default=BATCHES, help="warm cost: the fastest of this many batches")
     ap.add_argument("--follow-ups", action="store_true",
                     help="prepare(follow_ups=True): the shorter call's lines after a prefix at every size, too")
     a = ap.parse_args()
+    globals()["BATCHES"] = a.batches
     lines = [f"# bench_fits: {a.calls} never-seen requests per row{' (prepare follow_ups=True)' if a.follow_ups else ''}; "
              f"python {platform.python_version()}, "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
              f"{'model':34} {'backend':7} {'scenario':12} {'budget':9} {'mean us':>9} {'p50 us':>8} {'p99 us':>9} {'max us':>9} {'cpu max':>8} "
              f"{'facade us':>9} {'p50/fac':>8} {'mean/fac':>9} {'replays':>8} {'margin':>7} {'wrong':>6} {'prep s':>7} "
-             f"{'built':>6} {'warm max':>9}"]
+             f"{'built':>6} {'warm max':>9} {'built->warm':>11}"]
     print("\n".join(lines), flush=True)
     for mid in a.models.split(","):
         p = default_registry().resolve(mid).profile
@@ -222,11 +230,11 @@ def main() -> None:
                     print(lines[-1], flush=True)
                     continue
                 for label, budgets in (("at total", exact), ("64 GiB", [BUDGET] * len(reqs))):
-                    mean, p50, p99, mx, cmx, replays, margin, wrong, prep, built, warm = _row(
+                    mean, p50, p99, mx, cmx, replays, margin, wrong, prep, built, warm, after = _row(
                         p, backend, reqs, budgets, exact, fast, prepared, flines, a.follow_ups)
                     lines.append(f"{mid:34} {backend:7} {scenario:12} {label:9} {mean:9.1f} {p50:8.1f} {p99:9.1f} {mx:9.1f} {cmx:8.0f} "
                                  f"{fac:9.2f} {p50 / fac:8.1f} {mean / fac:9.1f} {replays:8d} {margin:7d} {wrong:6d} "
-                                 f"{prep:7.1f} {built:6d} {warm:9.1f}")
+                                 f"{prep:7.1f} {built:6d} {warm:9.1f} {after:11.1f}")
                     print(lines[-1], flush=True)
     if a.out:
         with open(a.out, "w") as f:

@@ -38,6 +38,14 @@ def _printable(text: str, limit: int = 500) -> str:
 _TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
+def quoted(value: object, limit: int = 80) -> str:
+    """A value from the input, quoted in a message: its ``repr`` (quotes, escapes for control characters), cut to
+    ``limit`` characters with ``...`` (a 1 MB string or a 100 KB tensor name must not fill the terminal). The one
+    quoter of the readers (config.json, profile YAML, safetensors headers, quantization blocks)."""
+    r = repr(value)
+    return r if len(r) <= limit else r[: limit - 3] + "..."
+
+
 def terminal_safe(text: str) -> str:
     """``text`` with every character that could drive a terminal written as a visible escape (``\\x1b``).
 

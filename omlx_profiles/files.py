@@ -42,17 +42,20 @@ def user_path(path: str | os.PathLike, what: str = "path") -> Path:
     return Path(os.path.expanduser(text))
 
 
-def shown_path(path: str | os.PathLike) -> str:
+def shown_path(path: str | os.PathLike, limit: int | None = None) -> str:
     """``path`` as text that can be encoded, printed and written into a YAML or JSON file.
 
     A file name is bytes: one that is not UTF-8 reaches Python as lone surrogates (``\\udcff``), which no
     encoder accepts (extract's YAML failed on it). Those bytes are written as ``\\xff``; control
-    characters (a newline in a directory name would end a YAML comment and start a key) as escapes too."""
+    characters (a newline in a directory name would end a YAML comment and start a key) as escapes too.
+    ``limit``: at most about that many characters, the middle cut (``a/b/.../file.yaml``: both ends say which
+    file), for a path quoted in an issue line."""
     text = os.fspath(path)
     if isinstance(text, bytes):
         text = os.fsdecode(text)
     text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    s = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return s if limit is None or len(s) <= limit else s[: limit // 2] + "..." + s[-limit // 2:]
 
 
 def kind_of(st: os.stat_result) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import InputError
+from .errors import InputError, quoted
 
 #: ``mlx_lm.utils.quantize_model``'s defaults per mode: (group_size, bits).
 MODE_DEFAULTS: dict[str, tuple[int, int]] = {"affine": (64, 4), "mxfp4": (32, 4), "nvfp4": (16, 4), "mxfp8": (32, 8)}
@@ -76,25 +76,20 @@ def kernel_problem(mode: str, bits: int, group_size: int | None) -> str | None:
     return None
 
 
-def _shown(v: object) -> str:
-    s = repr(v)
-    return s if len(s) <= 60 else s[:57] + "..."
-
-
 def _settings(q: dict, where: str, default_mode: str | None = None) -> tuple[int, int, str]:
     mode = q.get("mode", default_mode or "affine")
     if not isinstance(mode, str) or mode not in MODE_DEFAULTS:
-        raise InputError(f"{where}.mode must be one of {', '.join(MODE_DEFAULTS)}, got {_shown(mode)}")
+        raise InputError(f"{where}.mode must be one of {', '.join(MODE_DEFAULTS)}, got {quoted(mode, 60)}")
     bits = q.get("bits")
     if bits is None:
         raise InputError(f"{where} has no bits (mlx-lm's load reads quantization['bits'])")
     if isinstance(bits, bool) or not isinstance(bits, int) or bits not in MODE_BITS[mode]:
         raise InputError(f"{where}.bits must be one of {', '.join(map(str, MODE_BITS[mode]))} for mode {mode}, "
-                         f"got {_shown(bits)}")
+                         f"got {quoted(bits, 60)}")
     gs = q.get("group_size", MODE_DEFAULTS[mode][0])
     if isinstance(gs, bool) or not isinstance(gs, int) or gs not in MODE_GROUPS[mode]:
         raise InputError(f"{where}.group_size must be one of {', '.join(map(str, MODE_GROUPS[mode]))} for mode "
-                         f"{mode}, got {_shown(gs)}")
+                         f"{mode}, got {quoted(gs, 60)}")
     return bits, gs, mode
 
 
@@ -127,6 +122,6 @@ def read(config: dict, label: str = "config.json") -> tuple[Quantization | None,
                 modules.append((str(name), Quantization(b2, g2, m2)))
             else:
                 raise InputError(f"{where}[{name!r}] must be a per-module object (bits, group_size) or false, "
-                                 f"got {_shown(v)}")
+                                 f"got {quoted(v, 60)}")
         return Quantization(bits, gs, mode, overrides, tuple(modules)), key
     return None, ""

@@ -69,12 +69,12 @@ def test_prefill_peak_nonnegative_and_monotone(name, backend, new, chunk, cached
 
 def cuda_bounded(m: MemoryMonitor, chunk: int, new: int) -> bool:
     """CUDA without a prefix: the facade's peak is monotone up to ``new`` by construction where the bucket bounds
-    of ``peak.fast_cuda`` exist (``peak.envelope.CudaEnvelope``; not a gated-DeltaNet). A few blocks only: the
-    bounds of every earlier block are built (tenths of a second per block)."""
+    of ``peak.fast_cuda`` exist and ``CudaPrefix``'s cells carry every earlier block (``CudaEnvelope.proven``; not a
+    gated-DeltaNet: session 13). A few blocks only: the bounds of the block are built."""
     if new // chunk > 40:
         return False
     env = m._mono._cuda_fit(chunk)
-    return env is not None and env.bounded(new)
+    return env is not None and env.proven(new)
 
 
 @SETTINGS

@@ -64,6 +64,62 @@ def test_graph_ends_one_step_items_equal_the_walk(seed, monkeypatch):
         assert fast == walked
 
 
+def _plain_graph_ends(items, max_nodes, max_mega_elements, act):
+    """Session 12's ``graph_ends``: every item that reaches a limit walked step by step (one ``need`` per graph), no
+    repeated steps added at once. The reference the session-13 form must equal float for float."""
+    from math import ceil
+
+    el_limit = (max_mega_elements + 1) << 20
+    node_limit = max_nodes + 1 - 1e-9
+    ends, pos, n_nodes, n_el = [], 0.0, 0.0, 0.0
+    for it in items:
+        ops, npo, even, per_op, whole_n, whole_e = executor._commit_counts(it, act)
+        if per_op is None and n_nodes + whole_n < max_nodes + 1 - 1e-6 and n_el + whole_e < el_limit:
+            n_nodes, n_el, pos = n_nodes + whole_n, n_el + whole_e, pos + ops
+            continue
+        left = ops
+        while left > 0:
+            if per_op:
+                need, epo = 1, per_op[ops - left]
+            else:
+                need, epo = left, even
+                if npo > 0:
+                    need = min(need, max(1, ceil((max_nodes + 1 - n_nodes) / npo - 1e-9)))
+                if epo > 0:
+                    need = min(need, max(1, ceil((el_limit - n_el) / epo - 1e-9)))
+            n_nodes += need * npo
+            n_el += need * epo
+            pos += need
+            left -= need
+            if n_nodes >= node_limit or n_el >= el_limit:
+                ends.append(pos)
+                n_nodes = n_el = 0.0
+    if not ends or ends[-1] < pos:
+        ends.append(pos)
+    return ends
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_graph_ends_repeated_steps_equal_the_plain_walk(seed):
+    """``executor.graph_ends`` adds the identical graphs a long evenly spread item makes after a commit in one step
+    (session 13: a gated-DeltaNet call's recurrence items, 384 ops of 1 node, a graph every 101 ops): the same ends,
+    float for float, as walking them one graph at a time, over items of 1 node per op (the GDN case), fractional
+    nodes, element-bound graphs (1 op a graph), per-op elements, and limits that end graphs inside items or never."""
+    rng = random.Random(100 + seed)
+    for _ in range(30):
+        pool = _commit_items(rng, 0)
+        for _ in range(rng.randint(1, 6)):
+            ops = rng.choice([128, 384, rng.randint(2, 600)])
+            pool.append(Item("r", rng.randint(0, 1 << 30), ops, elems=rng.choice([0, ops * 393216, rng.random() * 1e12]),
+                             nodes=rng.choice([ops, 2 * ops, rng.randint(1, 5 * ops)])))
+        # a graph's nodes a hair under the limit after the step from zero (101 / npo just above 33): that step ends no
+        # graph, and the next one must not be taken as its repeat
+        pool.append(Item("h", 1 << 20, 384, elems=0, nodes=101 * 384 / (33 + 5e-10)))
+        items = executor.split_ops([rng.choice(pool) for _ in range(rng.randint(1, 200))])
+        args = (rng.choice([100, 100, 2, 7, 10_000]), rng.choice([0, 1, 3, 1000]), rng.choice([1, 2, 4]))
+        assert executor.graph_ends(items, *args) == _plain_graph_ends(items, *args)
+
+
 # -- session 12: the CUDA bucket bounds' graph ends and windows (peak/fast_cuda.py) -----------------------------------
 def _cum_arrays(rng: random.Random, n: int):
     """Non-decreasing cumulative sums with flats (0-node / 0-element ops), fractional steps (2.8 nodes per op: the float
@@ -96,6 +152,19 @@ def test_graph_ends_equal_the_plain_searches(seed, monkeypatch):
         ye = np.searchsorted(el_cum, el_cum[:-1] + te, side="left")
         plain = np.append(np.maximum(np.minimum(np.minimum(yn, ye), n), np.arange(1, n + 1)), n)
         assert np.array_equal(fast_cuda._graph_ends(node_cum, el_cum, tn, te, n), plain)
+        # the chain from 0 at its positions only (session 13: ``chain_graph_window``), also cut to a number of ends
+        orbit = [0]
+        while orbit[-1] < n:
+            orbit.append(int(plain[orbit[-1]]))
+        assert fast_cuda._graph_chain(node_cum, el_cum, tn, te, n) == orbit
+        k = rng.randint(0, len(orbit) + 3)
+        assert fast_cuda._graph_chain(node_cum, el_cum, tn, te, n, k) == (orbit + [n] * k)[:k + 1]
+        for lim in ((-1.0, te), (tn, 0.0)):  # limits that end no graph (the x + 1 guard)
+            g = fast_cuda._graph_ends(node_cum, el_cum, *lim, n)
+            orbit = [0]
+            while orbit[-1] < n:
+                orbit.append(int(g[orbit[-1]]))
+            assert fast_cuda._graph_chain(node_cum, el_cum, *lim, n) == orbit
 
 
 def _plain_windows(items, max_nodes, max_mega, inflight, act, op_elems):
@@ -266,3 +335,43 @@ def test_embed_per_item_equals_the_per_op_form():
         if got is not None:
             assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes() and got[2] == want[2]
     assert seen[True] and seen[False] > 30
+
+
+@pytest.mark.parametrize("name", ["gemma-3-4b-it", "qwen3.5-35b-a3b", "llama-4-scout"])
+def test_call_walk_clone_equals_a_deep_copy(name):
+    """``CallWalk.clone`` copies each cache state's integers and shares its entry (session 13: ``copy.deepcopy`` was
+    most of a clone): a clone and a deep copy step to the same totals and states (sliding, recurrent, chunked caches),
+    and stepping the clone leaves the original as it was."""
+    import copy
+    import json
+    from pathlib import Path
+
+    from omlx_profiles.extraction.from_config import extract_config
+    from omlx_profiles.peak.fast_cuda import CallWalk
+    from omlx_profiles.peak.kernels import KernelRoutes
+    from omlx_profiles.registry import load_registry
+
+    if name == "llama-4-scout":  # chunked attention (tests/module_configs), cut to 4 layers as test_properties_api's
+        cfg = json.loads((Path(__file__).parent / "module_configs" / "llama-4-scout-17b-16e.json").read_text())
+        cfg["text_config"]["num_hidden_layers"] = 4
+        p = extract_config(cfg, source="llama-4-scout-17b-16e.json").profile()
+    else:
+        p = load_registry().resolve(name).profile
+    w = CallWalk(p, KernelRoutes.for_backend("cuda", None), 512, None, False, 1.0, None)
+    for s in (512, 512, 300):
+        w.step(s, evaluate=False)
+
+    def sub(x):
+        return None if x is None else tuple(getattr(x, a) for a in type(x).__slots__)
+
+    def slots(walk):
+        return {n: [(st.cap, st.off, sub(st.rot), sub(st.chk)) for st in sts] for n, sts in walk.states.items()}
+
+    before = slots(w)
+    a = w.clone()
+    b = copy.copy(w)
+    b.states = copy.deepcopy(w.states)
+    for s in (512, 1, 9000 % 512, 512, 1):
+        assert a.step(s, evaluate=True) == b.step(s, evaluate=True)
+        assert slots(a) == slots(b)
+    assert slots(w) == before

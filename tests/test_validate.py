@@ -136,3 +136,16 @@ def test_validate_parses_each_file_once(monkeypatch):
               and "/naming/" not in s]
     assert len(family) >= 10, sorted(parses)
     assert {s: n for s, n in parses.items() if n != 1} == {}
+
+
+def test_a_missing_path_is_quoted_on_one_line(cli, tmp_path):
+    """``validate $'x\\nerror: y.yaml'`` printed the path's newline raw: a second "error:" line the user did not
+    write (the rule every other command keeps: ``files.shown_path``); a very long path is cut in the middle."""
+    forged = tmp_path / "x\nerror: forged.yaml"
+    long = tmp_path / ("d" * 300 + ".yaml")  # too long a name for the file system: "cannot read"
+    code, out, err = cli("validate", str(forged), str(long))
+    assert code == 1
+    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 2, err
+    assert "x\\nerror: forged.yaml: no such file or directory" in lines[0]
+    assert "..." in lines[1] and ".yaml: cannot read" in lines[1] and len(lines[1]) < 260, lines[1]

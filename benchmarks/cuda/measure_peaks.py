@@ -45,6 +45,15 @@ CONFIG_DIR = HERE / "configs"
 
 # name -> config file (copied from ../shared/configs, which does not travel to the device).
 MODELS = {
+    # held out in session 13 (s13-cuda, check 3): never measured on CUDA before; probe_prefix_s13.py
+    "devstral-small-2-24b-instruct": "devstral-small-2-24b-instruct.json",  # mistral3 / ministral3, yarn + llama-4 scaling
+    "lfm2.5-vl-1.6b-text": "lfm2.5-vl-1.6b-text.json",  # the VL wrapper's lfm2 text model (conv + attention; lm_head untied)
+    "qwen2.5-72b": "qwen2.5-72b.json",  # 64 q / 8 kv, hidden 8192 (layers cut to fit: say so per point)
+    "qwen2.5-72b-16l": "qwen2.5-72b-16l.json",  # its first 16 of 80 layers (real widths; weights ~36 GB)
+    "llama-3.2-1b-instruct": "llama-3.2-1b-instruct.json",  # 32 q / 8 kv, D 64
+    "qwen3-0.6b": "qwen3-0.6b.json",  # 16 q / 8 kv, D 128, q/k norms
+    # control (s13 run 2): Devstral-Small-2-24B's text dims as a plain llama (no llama-4 query scaling, no yarn)
+    "devstral-shape-llama-control": "devstral-shape-llama-control.json",
     "llama-3.1-8b": "llama-3.1-8b.json",
     "gemma-3-4b-it": "gemma-3-4b-it.json",  # head_dim 256 (gemma3_text default), 8 q / 4 kv heads
     "deepseek-v2-lite": "deepseek-v2-lite.json",  # expanded MLA: k 192 / v 128, 16 heads

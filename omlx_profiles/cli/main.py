@@ -228,11 +228,20 @@ def command_seconds(args) -> float | None:
 
 def _slow_hint(args) -> str:
     """What makes a command slow, from its own options: where to cut."""
+    from ..peak.request import KEYED_AS_GIVEN
+
     hints = []
     chunk = getattr(args, "chunk", None)
+    tokens = getattr(args, "tokens", None)
     if isinstance(chunk, int) and chunk < 512:
         hints.append(f"a larger --chunk than {chunk}")
-    if getattr(args, "backend", None) == "cuda":
+    if isinstance(chunk, int) and chunk > KEYED_AS_GIVEN:
+        # a large chunk costs its bounds, built per query count up to the chunk (or the prompt, when shorter:
+        # peak.request.table_chunk), not its calls: "fewer tokens" was the advice for a chunk of 2^30 (session 12)
+        hints.append(f"a --chunk of at most {KEYED_AS_GIVEN:,} (the bounds of a chunk are built for every query "
+                     "count up to it)")
+    if getattr(args, "backend", None) == "cuda" and not (isinstance(chunk, int) and isinstance(tokens, int)
+                                                         and tokens // chunk < 64):
         hints.append("fewer tokens (on cuda every prefill call walks its graph commits, ~3 ms each)")
     if getattr(args, "command", None) == "chart":
         hints.append("fewer models, ranks or --max-tokens")

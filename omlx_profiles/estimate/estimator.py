@@ -13,9 +13,9 @@ from ..errors import InputError, OmlxProfilesError
 from ..kv.bytes import KVQuant, KVReport, kv_report
 from ..kv.replay import STEP  # mlx-lm KVCache allocation step: max_tokens searches on it first
 from ..peak.envelope import (CudaEnvelope, envelope_bounds, envelope_bounds_fresh, envelope_exact_fresh,
-                             envelope_total, tight_upper)
+                             reported_total, tight_upper)
 from ..peak.prefill import Breakdown, Request, Verdict, prefill_peak
-from ..peak import prefix_lines
+from ..peak.request import KEYED_AS_GIVEN, MAX_LINE_CHUNK, table_chunk
 from ..peak.kernels import KernelRoutes
 from ..registry.profile import Profile, past_context, require_profile
 from ..units import MAX_BYTES, MAX_TOKENS, format_bytes
@@ -43,6 +43,15 @@ def fit_margin(upper: int) -> int:
     """The band (bytes) within which ``Estimator.fits`` refuses without replaying (``FIT_MARGIN``)."""
     return max(FIT_MARGIN, upper >> 16)
 _MEMO = 4096  # exact breakdowns kept per Estimator (an engine's distinct prompt lengths)
+
+
+def _table_request(request: Request, backend: str, mlx_version: str | None) -> Request:
+    """``request`` with the chunk its per-chunk tables are keyed by (``peak.request.table_chunk``: a chunk past the
+    prompt makes the same calls as a smaller one; keyed as given, 2^20 bisected a million query counts on CUDA)."""
+    if request.chunk <= KEYED_AS_GIVEN:  # the hot path: no table look-up
+        return request
+    c = table_chunk(request.chunk, request.tokens, KernelRoutes.for_backend(backend, mlx_version).executor)
+    return request if c == request.chunk else replace(request, chunk=c)
 
 
 def _check_request(request: object) -> None:
@@ -103,10 +112,11 @@ class Estimator:
         _check_request(request)
         _check_names(backend, mlx_version, dtype, nax)
         bd = prefill_peak(self.profile, request, backend=backend, mlx_version=mlx_version, dtype=dtype, nax=nax)
-        return self._enveloped(request, bd, backend, mlx_version, dtype, nax)
+        return self._enveloped(_table_request(request, backend, mlx_version), bd, backend, mlx_version, dtype, nax)
 
     def _enveloped(self, request: Request, bd: Breakdown, backend: str, mlx_version, dtype, nax) -> Breakdown:
-        """``bd`` raised to ``peak.envelope.envelope_total`` (a term ``envelope`` and a line saying why)."""
+        """``bd`` raised to the envelope the API reports (``peak.envelope.reported_total``, the facade's wiring too): a
+        term ``envelope`` and a line saying why."""
         if request.schedule != "generate":  # one call of the whole prompt: no chunk or prefix alignment
             return bd
         new, chunk, cached = request.new_tokens, request.chunk, request.cached
@@ -126,36 +136,11 @@ class Estimator:
                 self._memo[key] = v
             return v
 
-        fp = self._fast_peak(request, backend, mlx_version, dtype, nax)
-        # after a prefix, a model whose fast path is the exact model only (a gated-DeltaNet on CPU): per-count lines
-        ql = self._query_lines(backend, mlx_version, dtype, nax) if fp is None and cached else None
-
-        def upper(m: int, c: int):
-            try:
-                if fp is not None:
-                    return tight_upper(fp, m, chunk, c, self._lines)
-                return prefix_lines.prefix_upper(ql, m, chunk, c, self._qlines) if ql is not None else None
-            except (OmlxProfilesError, ArithmeticError):
-                return None
-
-        fresh = prefix_upper = None
-        if fp is None:  # CUDA: E(m, 0) from the cumulative bucket bounds of peak.fast_cuda (monotone in m)
-            env = self._cuda_envelope(request, backend, mlx_version, dtype, nax)
-            if env is not None:
-                def fresh(m: int) -> int | None:
-                    try:
-                        return env.fresh(m)
-                    except (OmlxProfilesError, ArithmeticError):  # no table: the maximum over P(m) of the replay
-                        return None
-            cp = self._cuda_prefix(request, backend, mlx_version, dtype, nax) if cached else None
-            if cp is not None:  # after a prefix: U_cuda(m, c), monotone in both (peak.fast_cuda_prefix)
-                def prefix_upper(m: int, c: int) -> int | None:
-                    try:
-                        return cp.upper(m, c)
-                    except (OmlxProfilesError, ArithmeticError):
-                        return None
-        extra = envelope_total(new, chunk, cached, exact, upper, exact_here=here, fresh=fresh,
-                               prefix_upper=prefix_upper) - here
+        fast = self._fast_model(backend, mlx_version, dtype, nax) if USE_FAST_BOUND else None
+        extra = reported_total(new, chunk, cached, exact, fast, lines=self._lines, qlines=self._qlines,
+                               cuda_fresh=lambda: self._cuda_envelope(request, backend, mlx_version, dtype, nax),
+                               cuda_prefix=lambda: self._cuda_prefix(request, backend, mlx_version, dtype, nax),
+                               exact_here=here, guard=True) - here
         if extra <= 0:
             return bd
         terms = dict(bd.terms)
@@ -206,6 +191,7 @@ class Estimator:
         beyond = past_context(self.profile, request.tokens)  # the cached prefix is part of it
         if beyond is not None:  # as the CLI: a length the model was not trained for is not admitted
             return _LazyVerdict(self, key, budget, res, usable, w, given, fits=False, past_context=beyond)
+        request = _table_request(request, backend, mlx_version)  # the tables' key; ``key`` keeps the request asked
         fp = self._fast_peak(request, backend, mlx_version, dtype, nax)
         if fp is not None:
             new, chunk, cached = request.new_tokens, request.chunk, request.cached
@@ -263,6 +249,8 @@ class Estimator:
         Metal (llama-3.1-8b chunk 2048 on Metal: tens of seconds)."""
         chunk = check_count("chunk", chunk, minimum=1, maximum=MAX_TOKENS)
         _check_names(backend, mlx_version, dtype, nax)
+        if chunk > MAX_LINE_CHUNK:  # no table of that chunk is built (peak.request; follow_ups looped over 2^30 sizes)
+            return False
         fp = self._fast_peak(Request(2, chunk=chunk), backend, mlx_version, dtype, nax)
         if fp is None:
             cf = self._cuda_fit(Request(2, chunk=chunk), backend, mlx_version, dtype, nax)
@@ -323,14 +311,6 @@ class Estimator:
         # CUDA's live set follows graph-commit boundaries that move with the length: no line holds there,
         # FastPeak would replay too (memoized per request here instead)
         return None if fp is None or fp.exact_only else fp
-
-    def _query_lines(self, backend: str, mlx_version, dtype, nax):
-        """The exact-only ``FastPeak`` of a model ``peak.prefix_lines`` bounds after a prefix (a gated-DeltaNet on a
-        backend without graph commits), or ``None``."""
-        if not USE_FAST_BOUND:
-            return None
-        fp = self._fast_model(backend, mlx_version, dtype, nax)
-        return fp if fp is not None and prefix_lines.applies(fp) else None
 
     def _cuda_fit(self, request: Request, backend: str, mlx_version, dtype, nax):
         """The CUDA bounds of prompts without a prefix (``peak.fast_cuda.CudaFit``) per chunk size, or ``None``
@@ -399,6 +379,7 @@ class Estimator:
     def _bounds(self, request: Request, backend: str, mlx_version, dtype, nax) -> tuple[int | None, int] | None:
         """(lower or ``None``, upper) bounds of the reported ``held before + peak`` (the exact replay's monotone
         envelope, ``peak.envelope``) that ``fits`` decides from, or ``None``."""
+        request = _table_request(request, backend, mlx_version)
         fp = self._fast_peak(request, backend, mlx_version, dtype, nax)
         if fp is None and request.cached:
             e = self._cuda_prefix_total(request, backend, mlx_version, dtype, nax)

@@ -23,7 +23,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import InputError, quoted
 
 #: The safetensors library refuses headers over 100 MB; so do we (a real 1000-tensor header is ~100 KB).
 MAX_HEADER_BYTES = 100_000_000
@@ -89,12 +89,6 @@ def _no_duplicates(pairs):
                 raise _DuplicateKey(k)
             seen.add(k)
     return out
-
-
-def _shown(v: object) -> str:
-    """A value quoted from a header in a message: ``repr``, cut (a tensor name may be 100 KB long)."""
-    r = repr(v)
-    return r if len(r) <= 80 else r[:77] + "..."
 
 
 def tensor_nbytes(dtype: str, shape: tuple[int, ...]) -> int:
@@ -163,7 +157,7 @@ def parse_header(p: Path, raw: bytes, size: int, where: object = None, max_tenso
     except RecursionError:
         raise SafetensorsError(f"{where}: header JSON is nested too deeply") from None
     except _DuplicateKey as e:
-        raise SafetensorsError(f"{where}: header names tensor {_shown(e.args[0])} twice") from None
+        raise SafetensorsError(f"{where}: header names tensor {quoted(e.args[0])} twice") from None
     if not isinstance(header, dict):
         raise SafetensorsError(f"{where}: header must be a JSON object, got {type(header).__name__}")
     data_len = size - 8 - n
@@ -190,10 +184,10 @@ def _check_layout(p: object, spans: list[tuple[int, int, str]], data_len: int) -
     end = 0
     for begin, stop, name in sorted(spans):
         if begin < end:
-            raise SafetensorsError(f"{p}: tensor {_shown(name)} at bytes [{begin}, {stop}) overlaps the previous tensor "
+            raise SafetensorsError(f"{p}: tensor {quoted(name)} at bytes [{begin}, {stop}) overlaps the previous tensor "
                                    f"(which ends at {end}): the header claims the same bytes twice")
         if begin > end:
-            raise SafetensorsError(f"{p}: tensor {_shown(name)} starts at byte {begin} but the previous tensor ends at "
+            raise SafetensorsError(f"{p}: tensor {quoted(name)} starts at byte {begin} but the previous tensor ends at "
                                    f"{end}: {begin - end} bytes belong to no tensor")
         end = stop
     if end != data_len:
@@ -203,22 +197,22 @@ def _check_layout(p: object, spans: list[tuple[int, int, str]], data_len: int) -
 
 def _tensor(p: object, name: str, entry: object, data_len: int) -> tuple[TensorInfo, tuple[int, int]]:
     def where() -> str:  # built only for a message: per tensor it cost as much as the parse
-        return f"{p}: tensor {_shown(name)}"
+        return f"{p}: tensor {quoted(name)}"
 
     if not isinstance(entry, dict):
         raise SafetensorsError(f"{where()}: entry must be an object with dtype, shape, data_offsets")
     dtype = entry.get("dtype")
     if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
-        raise SafetensorsError(f"{where()}: unknown dtype {_shown(dtype)} (known: {', '.join(sorted(DTYPE_BITS))})")
+        raise SafetensorsError(f"{where()}: unknown dtype {quoted(dtype)} (known: {', '.join(sorted(DTYPE_BITS))})")
     shape = entry.get("shape")
     if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
-        raise SafetensorsError(f"{where()}: shape must be a list of non-negative integers, got {_shown(shape)}")
+        raise SafetensorsError(f"{where()}: shape must be a list of non-negative integers, got {quoted(shape)}")
     if len(shape) > 64:
         raise SafetensorsError(f"{where()}: shape has {len(shape)} dimensions")
     offsets = entry.get("data_offsets")
     if (not isinstance(offsets, list) or len(offsets) != 2
             or not all(type(o) is int and o >= 0 for o in offsets) or offsets[0] > offsets[1]):
-        raise SafetensorsError(f"{where()}: data_offsets must be [begin, end] with 0 <= begin <= end, got {_shown(offsets)}")
+        raise SafetensorsError(f"{where()}: data_offsets must be [begin, end] with 0 <= begin <= end, got {quoted(offsets)}")
     nbytes = tensor_nbytes(dtype, tuple(shape))
     if offsets[1] - offsets[0] != nbytes:
         raise SafetensorsError(
@@ -320,7 +314,7 @@ def read_checkpoint(directory: str | os.PathLike) -> CheckpointHeaders:
         by_file = {h.path.name: {t.name for t in h.tensors} for h in headers}
         for tensor, fname in weight_map.items():
             if tensor not in by_file.get(fname, ()):
-                raise SafetensorsError(f"{index_path}: tensor {_shown(tensor)} is mapped to {fname} but that file does not hold it")
+                raise SafetensorsError(f"{index_path}: tensor {quoted(tensor)} is mapped to {fname} but that file does not hold it")
     return CheckpointHeaders(d, headers, index_path if weight_map is not None else None)
 
 
@@ -332,7 +326,7 @@ def _no_tensor_twice(headers) -> None:
         for t in h.tensors:
             first = seen.setdefault(t.name, h.path)
             if first is not h.path:
-                raise SafetensorsError(f"{h.path}: tensor {_shown(t.name)} is also in {first.name}: two weight files "
+                raise SafetensorsError(f"{h.path}: tensor {quoted(t.name)} is also in {first.name}: two weight files "
                                        "hold it (mixed downloads?); mlx-lm would load one copy")
 
 
@@ -397,5 +391,5 @@ def parse_index(where: object, raw: bytes) -> dict[str, str]:
         raise SafetensorsError(f"{where}: needs a 'weight_map' object of tensor name -> shard file")
     for k, v in wm.items():
         if not isinstance(v, str) or not v or "/" in v or "\\" in v or v in (".", "..") or "\x00" in v:
-            raise SafetensorsError(f"{where}: weight_map[{_shown(k)}] must be a file name in the same directory, got {_shown(v)}")
+            raise SafetensorsError(f"{where}: weight_map[{quoted(k)}] must be a file name in the same directory, got {quoted(v)}")
     return wm

@@ -92,7 +92,10 @@ def _launch_once(spec_path: Path, tmp: Path, attempt: int, ranks: int, timeout_s
         out = tmp / f"rank{r}-{attempt}.json"
         outs.append(out)
         env = dict(os.environ, MLX_RANK=str(r), MLX_HOSTFILE=str(hostfile), MLX_WORLD_SIZE=str(ranks))
-        procs.append(subprocess.Popen([sys.executable, "-m", "omlx_profiles.live.sharded", str(spec_path), str(out)],
+        # -X faulthandler: a rank that segfaults prints its Python stacks, so a failed launch's stderr tail says
+        # which case and step it died in (benchmarks/ring_crash/ finds the native frame with a core file)
+        procs.append(subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "omlx_profiles.live.sharded",
+                                       str(spec_path), str(out)],
                                       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     deadline = time.monotonic() + timeout_s
     errs = []
@@ -144,9 +147,10 @@ def launch_ring(spec_path: Path, tmp: Path, *, ranks: int = 2, timeout_s: float 
     Launches on fresh ports until every case is done, giving up after ``ATTEMPTS`` failed launches in a row that
     finished no case (a failed launch resumes after the cases every rank finished): a port can be taken between
     picking and binding, and on MLX
-    0.32.x's CPU ring a rank process sometimes dies with SIGSEGV inside a case's collective (session 11: about 1
+    0.32.x's CPU ring a rank process sometimes dies with SIGSEGV during a case (session 11: about 1
     launch in 5 under load average 8-15, at varying cases, tensor and pipeline; each case alone passes; the peer
-    then reports "[ring] connection to a peer was lost"). Returns ``{rank: {case name: result}}``; the last
+    then reports "[ring] connection to a peer was lost"; session 13, benchmarks/ring_crash/: the crashing thread is
+    MLX's CPU stream thread in a ``gather`` reading an unmapped heap address, during the last token's eval). Returns ``{rank: {case name: result}}``; the last
     failure is raised with every attempt's rank stderr tails."""
     errors = []
     spec = json.loads(Path(spec_path).read_text())

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..units import normalize_dtype
-from ..errors import InputError, UnsupportedError
+from ..errors import InputError, UnsupportedError, quoted
 from ..schema.family import MAX_LAYERS
 from .facts import ARCHITECTURE_REMAPPING, MLX_LM_VERSION, MODEL_REMAPPING, WRAPPER_KEYS, ArgsSpec
 
@@ -124,9 +124,8 @@ MAX_SHOWN = 60
 
 
 def shown(v: Any, limit: int = MAX_SHOWN) -> str:
-    """``repr`` of a value from the file, safe to print: control characters escaped, cut to ``limit``."""
-    r = repr(v)
-    return r if len(r) <= limit else r[: limit - 3] + "..."
+    """A config value quoted in a message (``errors.quoted``), cut at ``MAX_SHOWN``: the config readers' length."""
+    return quoted(v, limit)
 
 
 class DuplicateKeyError(ValueError):
@@ -268,10 +267,6 @@ class Reader:
             raise InputError(f"{self.label}: {self.prefix}{key} = {shown(v)} is out of range (at most {maximum})")
         self.used[key] = self.where(key)
         return v
-
-    def opt_int(self, key: str, *, minimum: int = 1):
-        """An informational integer: absent/null -> None; a wrong type is still an error."""
-        return self.int(key, minimum=minimum, allow_none=True, required=False)
 
     def str_list(self, key: str) -> list[str] | None:
         v = self.raw(key, None)

@@ -76,6 +76,7 @@ from typing import Callable
 from ..errors import OmlxProfilesError
 from . import prefix_lines
 from .kernels import _TILED_VERSION
+from .request import KEYED_AS_GIVEN, MAX_LINE_CHUNK, table_chunk
 
 Total = Callable[[int, int], int]  # (new tokens, cached) -> held before + peak, for the chunk at hand
 Upper = Callable[[int, int], "int | None"]
@@ -133,6 +134,56 @@ def envelope_total(new: int, chunk: int, cached: int, exact: Total, upper: Upper
     return v
 
 
+#: What a term of the envelope may raise that means "no such term here" (``reported_total(guard=True)``).
+NO_TERM = (OmlxProfilesError, ArithmeticError)
+
+
+def reported_total(new: int, chunk: int, cached: int, exact: Total, fast, *, lines: dict, qlines: dict,
+                   cuda_fresh: Callable[[], "CudaEnvelope | None"], cuda_prefix: Callable[[], object],
+                   exact_here: int | None = None, guard: bool = False) -> int:
+    """``envelope_total`` with its terms picked from the fast models at hand: the one wiring shared by the API
+    (``Estimator.prefill_peak``) and the oMLX facade (``MonotonePeak.peak``), which had the same block twice
+    (a term added to one and not the other would make the two report different totals for one request).
+
+    ``fast``: the profile's ``peak.fast.FastPeak`` for the backend, or ``None`` (none could be built, or the
+    caller's fast bounds are off). ``U`` (``upper``): ``tight_upper`` where its lines hold (not ``exact_only``);
+    after a prefix, for a model it answers exactly that ``peak.prefix_lines`` bounds (a gated-DeltaNet on CPU),
+    the per-count lines; else none. Where the lines do not hold (CUDA's graph commits, or no ``FastPeak``):
+    ``cuda_fresh()`` the ``CudaEnvelope`` whose ``fresh`` is ``E(m, 0)``, and after a prefix ``cuda_prefix()`` the
+    table whose ``upper`` is ``U_cuda`` (``peak.fast_cuda_prefix``), each ``None`` where there is none. ``lines`` /
+    ``qlines``: the caller's memos of ``tight_upper`` / ``prefix_lines.prefix_upper``. ``guard``: a term that raises
+    ``NO_TERM`` is taken as absent (the API: the replay answers instead); without it the error propagates (the
+    facade then reports the peak unknown)."""
+    lines_hold = fast is not None and not fast.exact_only
+    upper = fresh = prefix_upper = None
+    if lines_hold:
+        upper = lambda m, c: tight_upper(fast, m, chunk, c, lines)  # noqa: E731
+    elif fast is not None and cached and prefix_lines.applies(fast):
+        upper = lambda m, c: prefix_lines.prefix_upper(fast, m, chunk, c, qlines)  # noqa: E731
+    if not lines_hold:
+        env = cuda_fresh()
+        fresh = env.fresh if env is not None else None
+        cp = cuda_prefix() if cached else None
+        prefix_upper = cp.upper if cp is not None else None
+    if guard:
+        upper, fresh, prefix_upper = _guarded(upper), _guarded(fresh), _guarded(prefix_upper)
+    return envelope_total(new, chunk, cached, exact, upper, exact_here=exact_here, fresh=fresh,
+                          prefix_upper=prefix_upper)
+
+
+def _guarded(term):
+    """``term`` answering ``None`` (no such term) where it raises ``NO_TERM``; ``None`` stays ``None``."""
+    if term is None:
+        return None
+
+    def guarded(*args):
+        try:
+            return term(*args)
+        except NO_TERM:
+            return None
+    return guarded
+
+
 def tight_upper(fast, new: int, chunk: int, cached: int, memo: dict, need: int | None = None):
     """``U(new, cached)`` (``FastPeak.total_bound`` after a prefix) with the shorter call bounded at its own query
     count instead of its bucket's top: the bucket's lines charge ``r`` queries as up to 4x as many (199 as 256
@@ -143,7 +194,7 @@ def tight_upper(fast, new: int, chunk: int, cached: int, memo: dict, need: int |
     ``U`` stays non-decreasing in ``new`` and ``cached``. ``memo``: the lines per (chunk, layout, r), built once
     (tens of ms). ``None`` where there are no bounds."""
     gen = _TILED_VERSION  # module-level names: this runs up to six times per ``Estimator.fits`` call
-    if fast.exact_only or cached <= 0:
+    if fast.exact_only or cached <= 0 or chunk > MAX_LINE_CHUNK:  # past it no lines are built (peak.request)
         return None
     k, r = divmod(new - 1, chunk)
     fresh = 2 if (not k and r) else False
@@ -266,28 +317,93 @@ def cum_upper(fit, new: int) -> int | None:
 class CudaEnvelope:
     """``E(n, 0)`` on CUDA (``fresh``) from ``peak.fast_cuda.CudaFit``, for ``n = k S + 1 + r``:
 
-        E(n, 0) = max( max over m in P(n) of V(m, 0),  CU(n),  CU(k S) )
+        E(n, 0) = max( max over m in P(n) of V(m, 0),  min(CU(n), UF(n)),  UF(k S) )          (k >= 1; cells)
+        E(n, 0) = max( max over m in P(n) of V(m, 0),  CU(n) )                                  (k = 0)
 
     Within block ``k`` the exact replay falls where MLX's graph commits move with the query count (qwen3.5-35b-a3b,
     chunk 52: 43 new tokens 1.305 GB, 52 new 1.293 GB); ``CU`` is the running maximum of the block's bucket
     bounds, each above every call in its bucket, so ``E`` is non-decreasing within a block by construction and
-    never below the replay. ``CU(k S)`` (the previous block's last length) carries block ``k - 1``'s largest bound
-    into block ``k``, whose first lengths' replay can be below it: ``E(k S + 1) >= E(k S)`` wherever block
-    ``k - 1``'s ``E`` is its own ``CU`` or a ``P`` term (``k S + 1`` dominates every earlier block's replay,
-    module doc); a bound from two or more blocks back (``CU((k - 1) S)``) is not carried -- it would cost every
-    earlier block's buckets per request (seconds at 128k tokens) -- and is below the replay of ``k S + 1`` in
-    every case the properties draw (tests/test_properties_api.py): checked, not proven. Where a bucket has no
-    bound (``CU`` None: a gated-DeltaNet, whose items change structure with nearly every query count), ``E`` is
-    the maximum over ``P(n)`` alone: monotone across blocks, not within one."""
+    never below the replay.
+
+    Across blocks (session 13): each block's buckets are split and bounded on their own, so ``CU(j S)`` is not
+    monotone in ``j`` and is up to 1.46x the replay (gpt-oss-20b chunk 2048, 32,768 new tokens: 13.85 GB against
+    9.52); until session 13 only the previous block's ``CU(k S)`` was carried, and the report fell (1,024 -> 1,025
+    new tokens at chunk 512; 32,768 -> 131,072 at chunk 2048: -7.6%). ``UF(m)`` (``full_upper``) is an upper bound
+    of the replay of every prompt of at most ``m`` tokens, non-decreasing in ``m`` BY CONSTRUCTION: block 0's
+    cumulative bucket bound (the fresh first call's shorter calls and last tokens), the full calls' running maximum
+    (the fresh first one at offset 0 included) and ``peak.fast_cuda_prefix.CudaPrefix``'s cells of every later call
+    (cumulative in the query count and the offset; the prompt's own chunks are a history they cover). Every report
+    of a block ``j < k`` is at most ``UF(j S + S) <= UF(k S)`` (its ``CU`` term is taken at most at ``UF``, its
+    ``P`` terms are replays below ``UF``; the one-token prompt ``V(1)`` is in every ``P(n)``), so ``UF(k S)``
+    carries all of them. Cost: the cells to the prompt's length, shared with the requests after a prefix
+    (``prefix_table``): gpt-oss-20b chunk 2048, a first 131,072-token request 6.4 s of CPU (0.26 s before), and
+    block 0's buckets once. Where there are no cells (a gated-DeltaNet: ``CudaCounts``' per-count tables; a cell
+    that fails) the previous block's ``CU(k S)`` is carried as before: NOT monotone across blocks (qwen3.5-35b-a3b
+    chunk 256: 512 -> 513 new tokens -3.9%; ``proven`` says which). Where a bucket has no bound (``CU`` None),
+    ``E`` is the maximum over ``P(n)`` alone: monotone across blocks, not within one."""
 
     def __init__(self, fit):
         self.fit = fit
+        self._cells = None  # peak.fast_cuda_prefix.CudaPrefix of this fit's profile and chunk, or False
+
+    def cells(self):
+        """``CudaPrefix``'s cells for this fit (shared with the requests after a prefix: ``prefix_table``), or
+        ``None``: a profile they do not cover (a gated-DeltaNet's per-count tables, chunked attention...)."""
+        c = self._cells
+        if c is None:
+            c = False
+            from .fast_cuda_prefix import CudaPrefix, prefix_table
+
+            try:
+                t = prefix_table(*self.fit._args)
+                c = t if isinstance(t, CudaPrefix) and not t.failed else False
+            except OmlxProfilesError:
+                c = False
+            self._cells = c
+        return c or None
+
+    def full_upper(self, new: int) -> int | None:
+        """``UF(new)``: an upper bound of the exact replay of every prompt of at most ``new`` new tokens, without a
+        prefix, non-decreasing in ``new`` by construction (class doc), or ``None`` where there are no cells."""
+        from .fast_cuda_prefix import _NoBound
+
+        cp = self.cells()
+        if cp is None:
+            return None
+        fit = self.fit
+        S = fit.c
+        k, r = divmod(new - 1, S)
+        v = cum_upper(fit, S)  # block 0: the fresh first call's buckets (its shorter calls and last tokens)
+        if v is None:
+            return None
+        if not k:
+            return v
+        fit.bounds(new)
+        f = fit._full_part(k, r) or 0  # every full call (the fresh first one at offset 0 included), exact
+        if f > v:
+            v = f
+        try:
+            u = cp.last_bound(new - 1, S)  # the last token, after a call of at most a chunk
+            if k >= 2:  # the full calls at offsets S .. (k - 1) S
+                u = max(u, cp.call_bound(S, (k - 1) * S))
+            if r:  # the shorter call at k S
+                u = max(u, cp.call_bound(r, k * S))
+        except _NoBound:
+            return None
+        return u if u > v else v
 
     def bounded(self, new: int) -> bool:
         """Whether ``E(m, 0)`` comes from the bounds for every ``m <= new`` of ``new``'s block and the one before
-        (then it is non-decreasing there); False where a bucket has no bound (gated-DeltaNet)."""
+        (then it is non-decreasing there, and with cells across every block before); False where a bucket has no
+        bound."""
         k = (new - 1) // self.fit.c
         return cum_upper(self.fit, new) is not None and (k == 0 or cum_upper(self.fit, k * self.fit.c) is not None)
+
+    def proven(self, new: int) -> bool:
+        """Whether ``E(m, 0)`` is non-decreasing over every ``m <= new`` by construction: ``bounded`` and, past the
+        first block, the cells' carry (``full_upper``)."""
+        k = (new - 1) // self.fit.c
+        return self.bounded(new) and (k == 0 or self.full_upper(k * self.fit.c) is not None)
 
     def fresh(self, new: int) -> int:
         """``E(new, 0)``. Where the bounds exist it needs no call of ``new`` itself: its replay is at most its full
@@ -301,6 +417,12 @@ class CudaEnvelope:
         others = [m for m in dominating_lengths(new, fit.c) if m != new]
         if cu is None or prev is None:
             return max(fit.exact(m) for m in others + [new])
+        if k:
+            carry = self.full_upper(k * fit.c)
+            if carry is not None:  # the cells: the carry is UF(k S), and CU is taken at most at UF (class doc)
+                uf = self.full_upper(new)
+                cu = cu if uf is None or cu <= uf else uf
+                prev = carry
         v = max(cu, prev, fit._full_part(k, r) or 0, fit.exact(new) if not r else 0)
         for m in others:
             e = fit.exact(m)
@@ -401,18 +523,16 @@ class MonotonePeak:
         if new <= 0:
             return 0
         f = self.fast
+        if chunk > KEYED_AS_GIVEN:  # a chunk past the prompt: the tables of a smaller one, same calls (peak.request)
+            chunk = table_chunk(chunk, new + cached, f.routes.executor)
         prefix = f._prefix(cached, chunk) if cached else 0
 
         def exact(m: int, c: int) -> int:
             return f.peak(m, chunk, c) + (f._prefix(c, chunk) if c else 0)
 
-        upper = None if f.exact_only else (lambda m, c: tight_upper(f, m, chunk, c, self._lines))
-        if upper is None and cached and prefix_lines.applies(f):  # a gated-DeltaNet on CPU: per-count lines
-            upper = lambda m, c: prefix_lines.prefix_upper(f, m, chunk, c, self._qlines)  # noqa: E731
-        cf = self._cuda_fit(chunk) if f.exact_only else None
-        fresh = cf.fresh if cf else None
-        cp = self._prefix_fit(chunk) if f.exact_only and cached else None
-        v = envelope_total(new, chunk, cached, exact, upper, fresh=fresh, prefix_upper=cp.upper if cp else None) - prefix
+        v = reported_total(new, chunk, cached, exact, f, lines=self._lines, qlines=self._qlines,
+                           cuda_fresh=lambda: self._cuda_fit(chunk),
+                           cuda_prefix=lambda: self._prefix_fit(chunk)) - prefix
         if v < 0:
             v = 0
         if len(self._memo) >= 1 << 16:

@@ -41,6 +41,7 @@ from .fast_top import TopStep
 from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 from .prefill import Request, prefill_peak
 from .replay import scaled_total
+from .request import MAX_LINE_CHUNK
 
 _EXACT = object()  # marks a chunk size answered by the exact path (CUDA, chunked attention)
 _MEMO = 1 << 16  # requests remembered by peak()
@@ -564,7 +565,8 @@ class FastPeak:
         key = (chunk, fresh)
         c = self._chunks.get(key)
         if c is None:
-            c = self._chunks[key] = _EXACT if self._always_exact else self._build(chunk, fresh)
+            # past MAX_LINE_CHUNK no line is built (peak.request: they cost ~2 lines per 256 query counts)
+            c = self._chunks[key] = _EXACT if self._always_exact or chunk > MAX_LINE_CHUNK else self._build(chunk, fresh)
         return c
 
     def chunk_transient(self, n: int, kv_len: int) -> int:

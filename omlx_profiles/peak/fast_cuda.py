@@ -34,6 +34,7 @@ from .executor import carried_array, window_max
 from .fast_pieces import last_same
 from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 from .replay import EntryState, fill_prefix
+from .request import check_table_chunk
 
 
 class CallWalk:
@@ -68,11 +69,13 @@ class CallWalk:
         self.ci = 0
 
     def clone(self) -> "CallWalk":
-        """An independent copy at the same call (the caches' states copied)."""
+        """An independent copy at the same call (the caches' states copied). Each state's cache entry (the
+        profile's, never written) is shared, not deep-copied: ``copy.deepcopy`` of the states spent most of a clone
+        copying the entries' pydantic models (a bucket build clones ~60 times per offset; session 13)."""
         import copy
 
         c = copy.copy(self)
-        c.states = copy.deepcopy(self.states)
+        c.states = {name: [_copy_state(st) for st in sts] for name, sts in self.states.items()}
         return c
 
     def held(self) -> tuple[int, int]:
@@ -158,6 +161,21 @@ class CallWalk:
             if whole is not None and whole < w:
                 w = whole
         return w
+
+def _copy_state(st: EntryState) -> EntryState:
+    """An independent copy of one cache entry's replay state (its integers, its rotating / chunked state's integers),
+    sharing the entry itself."""
+    import copy
+
+    c = EntryState.__new__(EntryState)
+    for k in EntryState.__slots__:  # integers, the entry, and the two sub-states (copied below)
+        setattr(c, k, getattr(st, k))
+    if st.rot is not None:
+        c.rot = copy.copy(st.rot)
+    if st.chk is not None:
+        c.chk = copy.copy(st.chk)
+    return c
+
 
 #: The full-call tables of the exact replay (``full_call_totals``), least recently used last out.
 _FULL: dict = {}
@@ -594,6 +612,37 @@ def _graph_ends(node_cum: np.ndarray, el_cum: np.ndarray, tn: float, te: float, 
     return G
 
 
+def _graph_chain(node_cum: np.ndarray, el_cum: np.ndarray, tn: float, te: float, total: int,
+                 steps: int | None = None) -> list[int]:
+    """``[0, G(0), G(G(0)), ...]`` up to ``total`` (or ``steps`` ends, padded with ``total``), ``G`` as
+    ``_graph_ends`` gives it: the same searches and the same float sums, at the chain's positions only. Why: a chain
+    visits about one op in a hundred (a graph's ~100 nodes), and ``_graph_ends`` of every op was most of a CUDA
+    prefix cell's ``chain_graph_window`` (session 13)."""
+    guard = not (tn > 0 and te > 0 and node_cum[-1] + tn > node_cum[-1] and el_cum[-1] + te > el_cum[-1])
+    n_at, e_at = node_cum.item, el_cum.item
+    n_ss, e_ss = node_cum.searchsorted, el_cum.searchsorted
+    out = [0]
+    x = 0
+    left = -1 if steps is None else steps
+    while x < total and left:
+        y = int(n_ss(n_at(x) + tn))
+        t = e_at(x) + te
+        if e_at(y - 1) >= t:  # the elements end it first (``_graph_ends``' ``need``)
+            z = int(e_ss(t))
+            if z < y:
+                y = z
+        if y > total:
+            y = total
+        if guard and y < x + 1:
+            y = x + 1
+        out.append(y)
+        x = y
+        left -= 1
+    if steps is not None:
+        out += [total] * (steps + 1 - len(out))
+    return out
+
+
 def _g_at(node_cum: np.ndarray, el_cum: np.ndarray, tn: float, te: float, total: int, xs: np.ndarray) -> np.ndarray:
     """``_graph_ends(...)[xs]`` at a few positions ``xs`` (``total``: the end, which maps to itself)."""
     out = np.full(xs.shape, total, dtype=np.intp)
@@ -770,24 +819,21 @@ def chain_graph_window(items: list, max_nodes: int, max_mega_elements: int, infl
     # the high one never earlier than the real one
     tol_n = 8 * float(np.spacing(max(node_cum[-1], 1.0))) + 1e-12
 
-    def ends(per_el, high):
-        el_cum = _cum0(per_el)
+    def chain(per_el, high, steps=None):
+        el_cum = o.cached("el_cum") if per_el is None else _cum0(per_el)
         tol_e = 8 * float(np.spacing(max(el_cum[-1], el_lim)))
         if high:
             tn, te = max_nodes + 1 - 1e-9 + tol_n, el_lim + tol_e
         else:
             npo = float(np.max(o.per_node)) if total else 1.0
-            epo = float(np.max(per_el)) if total else 0.0
+            epo = float(np.max(o.per_el)) if total else 0.0
             tn = max_nodes + 1 - 1e-9 * max(1.0, npo) - tol_n
             te = el_lim - 1e-9 * max(1.0, epo) - tol_e
-        return _graph_ends(node_cum, el_cum, tn, te, total)
+        return _graph_chain(node_cum, el_cum, tn, te, total, steps)
 
-    g_lo, g_hi = ends(o.per_el, False), ends(op_elems, True)
+    L = chain(None, False)
+    H = chain(op_elems, True, len(L) - 1)
     cmax = o.cached("carried_op")
-    L, H = [0], [0]
-    while L[-1] < total:
-        L.append(int(g_lo[L[-1]]))
-        H.append(int(g_hi[H[-1]]))
     best = 0.0
     n = len(L) - 1
     if n:
@@ -945,6 +991,7 @@ class CudaFit:
 
     def __init__(self, profile: Profile, routes: KernelRoutes, chunk: int, dtype: str | None = None,
                  nax: bool = False, kv_scale: float = 1.0, worst: str | None = None):
+        check_table_chunk(chunk)  # every query count up to the chunk is bisected: past a cap its callers replay
         self.c = chunk
         self._args = (profile, routes, chunk, dtype, nax, kv_scale, worst)
         self.max_k = (profile.max_context - 1) // chunk if profile.max_context else None

@@ -66,6 +66,7 @@ from .fast_lines import CallModel
 from .fast_pieces import GROWING, last_same, reach
 from .kernels import _TILED_VERSION, KernelRoutes, tiled_state
 from .replay import KV_SCALED_KINDS
+from .request import check_table_chunk
 
 #: An offset cell starting at ``o`` is about ``o / CELL_FRACTION`` tokens wide, in whole 256-row steps: the rows the
 #: caches hold are charged at the request's own offset, but a growing cache's copy and the attention's keys inside
@@ -554,6 +555,7 @@ def prefix_table(profile: Profile, routes: KernelRoutes, chunk: int, dtype: str 
     from .call import activation_dtype
     from .fast_cuda import _shape_key
 
+    check_table_chunk(chunk)  # its cells span every query count up to the chunk (peak.request: past a cap, replays)
     dt = activation_dtype(profile, dtype)[0]  # ``None`` and the profile's own dtype build the same table
     key = (_shape_key(profile), routes.backend, id(routes.table), chunk, dt, nax, float(kv_scale), worst)
     hit = _SHARED.get(key)

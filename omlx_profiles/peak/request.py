@@ -43,6 +43,55 @@ class Request:
         return self.tokens - self.cached
 
 
+#: Chunks up to this many tokens key their tables as given, whatever the prompt: every chunk the calibration points,
+#: the golden file and the property tests use (<= 4,096), and the prefill steps oMLX and mlx-lm are run with.
+KEYED_AS_GIVEN = 8192
+
+
+def table_chunk(chunk: int, tokens: int, executor) -> int:
+    """The chunk size whose per-chunk tables (``peak.fast_cuda.CudaFit``, ``CudaPrefix``, ``FastPeak``'s lines, the
+    envelope's dominating lengths) answer a request of ``tokens`` in all (cached prefix included) fed in chunks of
+    ``chunk``: ``chunk`` itself, or a smaller one that makes the same calls.
+
+    Why: a chunk of at least ``tokens - 1`` tokens makes the same calls as any other such chunk (the prefix in one
+    call and its last token, the prompt in one call and its last token: ``kv.replay.call_runs``), and a chunk past
+    the executor's last ``inflight_ops_by_chunk`` threshold has the same run-ahead window as any other
+    (``Executor.window_for``), so the exact replay is byte-identical at both (tests/test_chunk_keys.py). The tables
+    are built over every query count up to the chunk: keyed at ``2**20`` a 3,000-token request on CUDA bisected a
+    million query counts (more than 10 min of CPU, 19-24 GB at ``2**30``). So a chunk past both is keyed at the
+    power of two at or above ``max(tokens, last threshold + 1, KEYED_AS_GIVEN)``: at most ~18 table sizes per model,
+    and a chunk of at most ``KEYED_AS_GIVEN`` tokens (every table the project has measured) is never re-keyed.
+    The reported total is the envelope at that chunk: never below the exact replay (the same calls), monotone in the
+    prompt and the prefix while the key stays; across a power of two it is the envelope of a different table size
+    (checked, not proven: tests/test_chunk_keys.py)."""
+    last = max((w.chunk for w in getattr(executor, "inflight_ops_by_chunk", None) or ()), default=0)
+    floor = max(tokens, last + 1, KEYED_AS_GIVEN)
+    key = 1 << (floor - 1).bit_length()
+    return chunk if chunk <= key else key
+
+
+#: The largest chunk whose per-query-count tables are built on a backend that commits graphs (CUDA): they bisect
+#: every query count up to the chunk, ~0.2 ms a count for a dense 8B model and ~0.45 for a gated-DeltaNet (Qwen3-8B
+#: 8,192 / 16,384 / 32,768 / 65,536: 1.4 / 2.9 / 6.0 / 9.1 s of CPU; 262,144: 36 s and 1.7 GB). Past it the tables are
+#: not built and the reported total is the exact replay's maximum over the dominating lengths (``peak.envelope``:
+#: never below the replay, monotone across chunks, not drawn within one), as where a bucket has no bound.
+MAX_TABLE_CHUNK = 2 * KEYED_AS_GIVEN
+#: The same on a backend without graph commits (CPU / Metal): ``peak.fast.FastPeak`` builds lines for ~2 buckets per
+#: 256 query counts, ~10 ms each on Metal (Qwen3-8B after a prefix at a chunk of 2^20: 8,229 of them, 85 s). Past it
+#: the exact replay answers (memoized per request; ``fits`` then costs a replay, not microseconds).
+MAX_LINE_CHUNK = 8 * KEYED_AS_GIVEN
+
+
+def check_table_chunk(chunk: int) -> None:
+    """Refuse (``UnsupportedError``) a per-query-count table past ``MAX_TABLE_CHUNK``: its callers fall back to the
+    exact replay's envelope (the Python API and the oMLX facade have no deadline: keyed as given, a chunk of 2^20 ran
+    more than 10 minutes)."""
+    if chunk > MAX_TABLE_CHUNK:
+        raise UnsupportedError(f"the CUDA bounds of a chunk of {chunk:,} tokens are not built (they bisect every query "
+                               f"count up to the chunk: more than {MAX_TABLE_CHUNK:,} costs tens of seconds to hours); "
+                               f"use a chunk of at most {MAX_TABLE_CHUNK:,} tokens for bounds monotone within a chunk")
+
+
 @dataclass(frozen=True)
 class Breakdown:
     """The prefill peak of one request, term by term (bytes; weights excluded).

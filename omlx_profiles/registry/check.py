@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ..errors import InputError, Issue, ProfileError
-from ..files import yaml_files
+from ..files import shown_path, yaml_files
 from ..schema.calibration import CalibrationRunFile
 from ..schema.export import CALIBRATION, KERNELS, MODULE, MODULE_INDEX, NAMING, PROFILE, SHARDING, version_dir
 from ..schema.kernels import KernelRoutesFile
@@ -120,17 +120,17 @@ def expand(paths: list[Path]) -> tuple[dict[str, list[Path]], list[Issue]]:
                     for d in sorted(x for x in cal.iterdir() if x.is_dir()):
                         found["calibration"] += yaml_files(d, "calibration directory")
                 if not fam and not other and not cal.is_dir() and not any(d.is_dir() for d in subs):
-                    issues.append(Issue(_shown(p), None, "", "no profile files (*.yaml, *.yml) in this directory"))
+                    issues.append(Issue(shown_path(str(p), 160), None, "", "no profile files (*.yaml, *.yml) in this directory"))
             elif p.is_file():
                 found[data_file_kind(p)].append(p)
             elif p.exists():
-                issues.append(Issue(_shown(p), None, "", "not a regular file or directory"))
+                issues.append(Issue(shown_path(str(p), 160), None, "", "not a regular file or directory"))
             else:
-                issues.append(Issue(_shown(p), None, "", "no such file or directory"))
+                issues.append(Issue(shown_path(str(p), 160), None, "", "no such file or directory"))
         except InputError as e:
-            issues.append(Issue(_shown(p), None, "", str(e)))
+            issues.append(Issue(shown_path(str(p), 160), None, "", str(e)))
         except (OSError, ValueError) as e:  # name too long, permission denied, embedded NUL
-            issues.append(Issue(_shown(p), None, "", f"cannot read: {getattr(e, 'strerror', None) or e}"))
+            issues.append(Issue(shown_path(str(p), 160), None, "", f"cannot read: {getattr(e, 'strerror', None) or e}"))
     return found, issues
 
 
@@ -139,11 +139,6 @@ def _yaml_in(d: Path) -> list[Path]:
         return [x for x in yaml_files(d) if data_file_kind(x) == "family"]
     except InputError:
         return []
-
-
-def _shown(p: object, n: int = 160) -> str:
-    s = str(p)
-    return s if len(s) <= n else s[: n // 2] + "..." + s[-n // 2:]
 
 
 def validate_data_file(path: Path, kind: str) -> list[Issue]:

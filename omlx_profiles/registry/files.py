@@ -1,10 +1,6 @@
-"""Profile files -> validated, inheritance-resolved ``Profile`` objects, with every problem as an ``Issue``.
-
-Inheritance (as models.dev does it): a variant's fields = its family's ``defaults``, overridden by its
-``base`` variant (resolved the same way, in any file), overridden by its own fields. Each top-level field
-is replaced whole (a variant that changes one layer kind restates ``layers``); identity (``name``,
-``ids``, ``aliases``) is never inherited.
-"""
+"""One profile file -> its validated Pydantic model (``LoadedFile``), or every problem as an ``Issue`` with
+file:line; the variants it declares (``VariantRecord``). Inheritance across variants and files, and the
+resolved ``Profile``: ``registry.inherit``."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,9 +9,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import Issue, ProfileError
-from .profile import Profile
-from ..schema.family import INHERITED_FIELDS, MAX_LAYERS, CompleteVariant, ProfileFile, VariantEntry
+from ..errors import Issue, ProfileError, quoted
+from ..schema.family import ProfileFile, VariantEntry
 from .yaml_safe import line_for, line_index, load_yaml_text, read_text
 
 
@@ -79,15 +74,6 @@ _KIND_TAGS = {"full", "sliding", "chunked", "latent", "indexer", "state", "none"
 
 
 MAX_ISSUES_PER_FILE = 50  # a file with more problems than this is not worth listing line by line
-MAX_SHOWN_INPUT = 80  # characters of an offending value quoted in a message
-
-
-def shown(value: Any) -> str:
-    """``repr`` of an offending value, cut to a readable length (a 1 MB string must not fill the terminal)."""
-    r = repr(value)
-    return r if len(r) <= MAX_SHOWN_INPUT else r[: MAX_SHOWN_INPUT - 3] + "..."
-
-
 def pydantic_issues(err: ValidationError, filename: str, lines, data: Any, prefix: tuple = (),
                     schema: str = "profile") -> list[Issue]:
     issues = []
@@ -101,7 +87,7 @@ def pydantic_issues(err: ValidationError, filename: str, lines, data: Any, prefi
             msg = f"required field {path[-1]!r} is missing" if path else msg
         inp = e.get("input")
         if e["type"] not in ("missing", "extra_forbidden") and not isinstance(inp, (dict, list)):
-            msg += f" (got {shown(inp)})"
+            msg += f" (got {quoted(inp)})"
         issues.append(Issue(filename, lines(path), ".".join(_segment(p) for p in path), msg))
     if len(errors) > MAX_ISSUES_PER_FILE:
         issues.append(Issue(filename, None, "", f"... and {len(errors) - MAX_ISSUES_PER_FILE} more problem(s) in this file"))
@@ -114,7 +100,7 @@ def _segment(p: Any) -> str:
     return s if s.isprintable() else s.encode("unicode_escape").decode("ascii")
 
 
-def _crash_issue(e: Exception, filename: str, line: int | None, path: str, what: str) -> Issue:
+def crash_issue(e: Exception, filename: str, line: int | None, path: str, what: str) -> Issue:
     """A validator that raised something other than a validation error: still an error in this file.
 
     (The schema model should have rejected the input with a sentence; the message says what broke so
@@ -142,83 +128,5 @@ def file_from_yaml(path: Path, text: str, data: Any) -> LoadedFile:
         lf = LoadedFile(path, text, None)  # type: ignore[arg-type]
         raise ProfileError(pydantic_issues(e, str(path), lf.line, data)) from None
     except (ArithmeticError, TypeError, ValueError, LookupError, RecursionError) as e:
-        raise ProfileError([_crash_issue(e, str(path), None, "", "this file")]) from None
+        raise ProfileError([crash_issue(e, str(path), None, "", "this file")]) from None
     return LoadedFile(path, text, model)
-
-
-def _explicit(entry: VariantEntry) -> dict[str, Any]:
-    return {k: getattr(entry, k) for k in entry.model_fields_set if k in INHERITED_FIELDS}
-
-
-def resolve_variants(records: dict[str, VariantRecord]) -> tuple[dict[str, Profile], list[Issue]]:
-    """Apply inheritance and the completeness checks to every variant."""
-    merged: dict[str, dict[str, Any]] = {}
-    issues: list[Issue] = []
-
-    def merge(name: str, stack: tuple[str, ...]) -> dict[str, Any] | None:
-        if name in merged:
-            return merged[name]
-        rec = records[name]
-        fam_defaults = {k: getattr(rec.file.model.defaults, k) for k in rec.file.model.defaults.model_fields_set}
-        out = dict(fam_defaults)
-        base = rec.entry.base
-        if base is not None:
-            if base in stack or base == name:
-                issues.append(Issue(str(rec.file.path), rec.file.line(("variants", rec.index, "base")), f"variants.{rec.index}.base",
-                                    f"inheritance cycle: {' -> '.join(stack + (name, base))}"))
-                return None
-            if base not in records:
-                issues.append(Issue(str(rec.file.path), rec.file.line(("variants", rec.index, "base")), f"variants.{rec.index}.base",
-                                    f"base variant {base!r} does not exist"))
-                return None
-            parent = merge(base, stack + (name,))
-            if parent is None:
-                return None
-            out.update(parent)
-        out.update(_explicit(rec.entry))
-        merged[name] = out
-        return out
-
-    profiles: dict[str, Profile] = {}
-    for name, rec in records.items():
-        data = merge(name, ())
-        if data is None:
-            continue
-        payload = {k: v for k, v in data.items() if v is not None}
-        try:
-            complete = CompleteVariant.model_validate(payload)
-            if complete.num_layers > MAX_LAYERS:
-                issues.append(Issue(str(rec.file.path), rec.file.line(("variants", rec.index, "num_layers"))
-                                    or rec.file.line(("variants", rec.index)), f"variants.{rec.index}.num_layers",
-                                    f"variant {name!r}: num_layers {complete.num_layers} is out of range (at most {MAX_LAYERS})"))
-                continue
-        except (ArithmeticError, TypeError, LookupError, RecursionError) as e:
-            issues.append(_crash_issue(e, str(rec.file.path), rec.file.line(("variants", rec.index)),
-                                       f"variants.{rec.index}", f"variant {name!r} (after inheritance)"))
-            continue
-        except ValidationError as e:
-            for iss in pydantic_issues(e, str(rec.file.path), lambda p: None, payload, ("variants", rec.index)):
-                sub = tuple(x for x in iss.path.split(".")[2:] if x)
-                line = rec.file.line(("variants", rec.index) + _intify(sub)) or rec.file.line(("variants", rec.index))
-                msg = iss.message
-                if not sub:
-                    msg = f"variant {name!r} (after inheritance): {msg}"
-                issues.append(Issue(iss.file, line, iss.path, msg))
-            continue
-        try:
-            profiles[name] = Profile.from_variant(
-                complete,
-                name=name,
-                family=rec.family,
-                ids=rec.entry.ids,
-                aliases=rec.entry.aliases,
-                source=f"{rec.file.path}#{name}",
-            )
-        except (ArithmeticError, TypeError, ValueError, LookupError, RecursionError) as e:
-            issues.append(_crash_issue(e, str(rec.file.path), rec.file.line(("variants", rec.index)),
-                                       f"variants.{rec.index}", f"variant {name!r} (after inheritance)"))
-    return profiles, issues
-
-
-def _intify(path: tuple) -> tuple:
-    return tuple(int(p) if isinstance(p, str) and p.isdigit() else p for p in path)

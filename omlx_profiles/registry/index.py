@@ -29,7 +29,8 @@ from pathlib import Path
 
 from ..errors import InputError, Issue, ProfileError, UnknownModelError
 from ..files import shown_path, user_path, yaml_files
-from .files import LoadedFile, VariantRecord, load_file, resolve_variants
+from .files import LoadedFile, VariantRecord, load_file
+from .inherit import resolve_variants
 from .paths import builtin_profiles_dir, env_profile_dirs
 from .naming import NameQuant, parse_id
 from .profile import Profile
@@ -234,27 +235,22 @@ def _split_where(where: str) -> tuple[str, int | None]:
     return (head, int(tail)) if head and tail.isdigit() else (where, None)
 
 
-def _shown_path(p: object, n: int = 160) -> str:
-    s = shown_path(str(p))
-    return s if len(s) <= n else s[: n // 2] + "..." + s[-n // 2:]
-
-
 def profile_files(directory: Path) -> list[Path]:
     """The family files of a profiles directory (kernel tables and calibration data live in subfolders)."""
     try:
         directory = Path(directory)
         if not directory.is_dir():
             why = "is not a directory" if directory.exists() else "profiles directory does not exist"
-            raise ProfileError([Issue(_shown_path(directory), None, "", why)])
+            raise ProfileError([Issue(shown_path(str(directory), 160), None, "", why)])
         # every *.yaml / *.yml that is not a directory: a FIFO, a device or a dangling link is reported by
         # the loader ("not a regular file"), never opened, never silently skipped; an unreadable
         # directory is an error (pathlib's glob would have returned nothing)
         return yaml_files(directory)
     except InputError as e:
-        raise ProfileError([Issue(_shown_path(directory), None, "", f"cannot read profiles directory: {e}")]) from None
+        raise ProfileError([Issue(shown_path(str(directory), 160), None, "", f"cannot read profiles directory: {e}")]) from None
     except (OSError, ValueError) as e:  # name too long, permission denied, embedded NUL
         why = getattr(e, "strerror", None) or str(e)
-        raise ProfileError([Issue(_shown_path(directory), None, "", f"cannot read profiles directory: {why}")]) from None
+        raise ProfileError([Issue(shown_path(str(directory), 160), None, "", f"cannot read profiles directory: {why}")]) from None
 
 
 def _load_source(paths: list[Path | LoadedFile]) -> tuple[list[LoadedFile], list[Issue]]:
@@ -403,7 +399,7 @@ def load_registry(extra_dirs: list[Path | str] | None = None, *, include_env: bo
         try:
             found = profile_files(d)
             if not found:  # a user directory that adds nothing is a mistake said, not an empty overlay
-                raise ProfileError([Issue(_shown_path(d), None, "", "profiles directory holds no profile files "
+                raise ProfileError([Issue(shown_path(str(d), 160), None, "", "profiles directory holds no profile files "
                                           "(*.yaml / *.yml): nothing would be loaded from it")])
         except ProfileError as e:  # say which setting named the directory
             raise ProfileError([Issue(i.file, i.line, i.path, f"{i.message} (from {origin.get(d, '--profiles')})")

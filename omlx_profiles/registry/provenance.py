@@ -2,7 +2,7 @@
 or of the family defaults (``resolve --explain``); for a config.json or live-model profile, the config key
 or probe recorded in ``Profile.provenance`` by ``omlx_profiles.extraction.from_config``.
 
-The order follows the loader's merge (``loader.resolve_variants``): a variant's own fields, then its
+The order follows the loader's merge (``registry.inherit.resolve_variants``): a variant's own fields, then its
 ``base`` chain's fields (nearest first), then family defaults - the deepest base's file first, the
 variant's own file last, because each ``base`` merge lays the base's merged fields over the inheriting
 variant's family defaults.
