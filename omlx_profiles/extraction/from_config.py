@@ -34,7 +34,7 @@ from ..mlxlm.config import (LoadedConfig, Reader, load_config, module_for, read_
 from ..mlxlm.fold import build_layers
 from ..mlxlm.facts import MLX_LM_VERSION, MODEL_REMAPPING
 from ..mlxlm.recipes import module_files, reader_for, recipe, recipe_rule, wrapper_injections
-from ..mlxlm.to_layers import Ctx, Draft, _info
+from ..mlxlm.to_layers import Ctx, Draft, info_fields
 from ..mlxlm.support import unsupported_reason
 from ..registry.profile import Profile
 from ..registry.index import Registry, Resolution
@@ -206,7 +206,7 @@ def _extract_config(config: Any, *, source: str, name: str | None, name_hint: st
     d.notes.extend(notes)
     c = Ctx(top=top, r=r, d=d, module=module, model_type=model_type, label=source)
     rule(c)
-    _info(c)
+    info_fields(c)
 
     # dtype: the checkpoint's (mlx-lm does not cast on load)
     dtype_assumed = False

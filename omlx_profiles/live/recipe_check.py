@@ -37,7 +37,7 @@ CLASS_OF = {"full": {"KVCache", "QuantizedKVCache"}, "sliding": {"RotatingKVCach
             "none": {"KVCache", "QuantizedKVCache"}}  # none: a slot entry mlx-lm lists and never writes
 NS = (1, 255, 256, 257)
 LONG_N = 3000
-STEP = 256
+CHUNK = 256  # the prefill step the checks run mlx-lm with (a chunk size, not kv.replay.STEP, KVCache's allocation step)
 QUANT = ((4, 32), (8, 32))
 
 
@@ -57,8 +57,8 @@ class CheckResult:
 
 
 def _compare(profile, live: list[dict], dtype: str, n: int, schedule: str, quant: KVQuant | None) -> tuple[int, list[str]]:
-    rep = kv_report(profile, n, dtype=dtype, quant=quant, schedule=schedule, chunk=STEP)
-    where = f"N={n} {schedule}{'@' + str(STEP) if schedule == 'generate' else ''} {dtype}" + (
+    rep = kv_report(profile, n, dtype=dtype, quant=quant, schedule=schedule, chunk=CHUNK)
+    where = f"N={n} {schedule}{'@' + str(CHUNK) if schedule == 'generate' else ''} {dtype}" + (
         f" kv_bits={quant.bits}" if quant else "")
     kinds = profile.layer_types
     layers = [l for l in rep.layers if any(e.kind != "none" or e.slot for e in kinds[l.kind].entries)]
@@ -108,7 +108,7 @@ def _build_probed(rec, extra: dict | None = None):
         if not probe:
             return model, cfg
         try:
-            run_schedule(model, 1, "direct", prefill_step=STEP)
+            run_schedule(model, 1, "direct", prefill_step=CHUNK)
             return model, cfg
         except Exception:  # noqa: BLE001 - mlx-lm's own shapes refuse head_dim != hidden // heads
             continue
@@ -165,11 +165,11 @@ def check_module(module: str, *, long: bool | None = None) -> CheckResult:
 
 
 def _report(model, n: int, schedule: str) -> list[dict]:
-    return cache_report(run_schedule(model, n, schedule, prefill_step=STEP))
+    return cache_report(run_schedule(model, n, schedule, prefill_step=CHUNK))
 
 
 def _lazy_report(model, n: int, schedule: str) -> list[dict]:
-    return cache_report(replay_lazily(model, n, schedule, prefill_step=STEP))
+    return cache_report(replay_lazily(model, n, schedule, prefill_step=CHUNK))
 
 
 def _run_plan(model, profile, dt: str, plan, res: CheckResult, tag: str, *, lazy: bool = False) -> None:
@@ -186,10 +186,10 @@ def _check_quantized(model, profile, dt: str, res: CheckResult) -> str:
     for bits, group in QUANT:
         q = KVQuant(bits, group, 0)
         try:
-            kv_report(profile, 257, dtype=dt, quant=q, schedule="generate", chunk=STEP)
+            kv_report(profile, 257, dtype=dt, quant=q, schedule="generate", chunk=CHUNK)
         except UnsupportedError as e:
             try:
-                run_schedule(model, 257, "generate", prefill_step=STEP, kv_bits=bits, kv_group_size=group,
+                run_schedule(model, 257, "generate", prefill_step=CHUNK, kv_bits=bits, kv_group_size=group,
                              quantized_kv_start=0)
             except Exception:  # noqa: BLE001 - mlx-lm fails as the estimate said (NotImplementedError, ...)
                 outcome = "refused (mlx-lm fails too)"
@@ -197,7 +197,7 @@ def _check_quantized(model, profile, dt: str, res: CheckResult) -> str:
             res.problems.append(f"kv_bits={bits}: the estimate refuses ({e}) but mlx-lm ran")
             continue
         try:
-            live = cache_report(run_schedule(model, 257, "generate", prefill_step=STEP, kv_bits=bits,
+            live = cache_report(run_schedule(model, 257, "generate", prefill_step=CHUNK, kv_bits=bits,
                                              kv_group_size=group, quantized_kv_start=0))
         except Exception as e:  # noqa: BLE001 - mlx-lm's own failure is the finding, not a crash of the check
             res.problems.append(f"kv_bits={bits}: the estimate gives a number but mlx-lm fails "

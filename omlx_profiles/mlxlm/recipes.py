@@ -283,16 +283,16 @@ def recipe_rule(rec: ModuleRecipe, *, no_make_cache: str | None = None) -> Calla
         caches = {c_.cache for k in used for c_ in specs[k]}
         n_kv = hd = None
         if "latent" in caches or ("indexer" in caches and rec.mla):
-            mla = tl._mla(c, index="indexer" in caches)
-            tl._mla_heads(c, mla)
+            mla = tl.mla(c, index="indexer" in caches)
+            tl.mla_heads(c, mla)
         elif rec.mla:  # expanded MLA: full caches, the ranks only for the peak model
-            tl._mla(c)
+            tl.mla(c)
         if caches & {"full", "sliding", "chunked"}:
             if pl is not None and (pl.num_kv_heads is not None or pl.num_heads is not None):
                 n_q, n_kv = pl_.model_heads(c, pl, per)
             else:
-                n_q, n_kv = tl._heads(c)
-            hd = tl._head_dim(c, n_q)
+                n_q, n_kv = tl.heads(c)
+            hd = tl.head_dim(c, n_q)
             if rec.attention is not None:
                 n_kv, hd = _attention_dims(rec, r, d, n_kv, hd)
         built = {}

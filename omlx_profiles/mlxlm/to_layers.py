@@ -54,7 +54,7 @@ class Ctx:
 # --------------------------------------------------------------------------------------------------
 
 
-def _heads(c: Ctx) -> tuple[int, int]:
+def heads(c: Ctx) -> tuple[int, int]:
     r = c.r
     n_q = r.int("num_attention_heads")
     n_kv = r.int("num_key_value_heads", allow_none=True, required=not r.spec.kv_from_heads)
@@ -74,7 +74,7 @@ def _heads(c: Ctx) -> tuple[int, int]:
     return n_q, n_kv
 
 
-def _head_dim(c: Ctx, n_q: int, rule: str | None = None) -> int:
+def head_dim(c: Ctx, n_q: int, rule: str | None = None) -> int:
     r = c.r
     rule = rule or r.spec.head_dim
     if rule == "explicit":
@@ -107,7 +107,7 @@ def _num_layers(c: Ctx) -> int:
     return n
 
 
-def _info(c: Ctx) -> None:
+def info_fields(c: Ctx) -> None:
     """Fields that do not shape the cache but that other estimates use (weights, SDPA, limits)."""
     r, d = c.r, c.d
     for key, fld in (("hidden_size", "hidden_size"), ("vocab_size", "vocab_size"),
@@ -218,7 +218,7 @@ def _moe(c: Ctx) -> None:
     c.d.put("moe", moe, f"{c.r.where(wn)}, {wk}")
 
 
-def _mla(c: Ctx, *, index: bool = False) -> dict:
+def mla(c: Ctx, *, index: bool = False) -> dict:
     r = c.r
     mla: dict[str, Any] = {}
     for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
@@ -233,7 +233,7 @@ def _mla(c: Ctx, *, index: bool = False) -> dict:
     return mla
 
 
-def _mla_heads(c: Ctx, mla: dict) -> None:
+def mla_heads(c: Ctx, mla: dict) -> None:
     """Top-level attention dims of an MLA model, as mlx-lm's prefill path uses them.
 
     The cache holds the latent (see ``mla``); during prefill mlx-lm expands it to ``num_attention_heads``
