@@ -149,8 +149,19 @@ def test_estimator_total_grows_with_the_prompt(name, backend, new, chunk, cached
     on CUDA a graph-commit alignment: DeepSeek-V3 chunk 1280, 1,281 new tokens 5.44 GB exact vs 1,280 new 6.24 GB).
     On CUDA without a prefix (``cuda_bounded``): within a block the exact model falls where graph commits move
     (qwen3.5 chunk 52: 43 new tokens above 52); the report carries the block's cumulative bucket bounds
-    (``peak.envelope.CudaEnvelope``). Not after a prefix on CUDA, nor for a gated-DeltaNet on CUDA (no bucket
-    bound: test_compat_properties.py::test_the_exact_cuda_model_is_not_monotone_in_the_prompt_the_facade_is)."""
+    (``peak.envelope.CudaEnvelope``) and, across blocks, ``CudaPrefix``'s cells (``CudaEnvelope.full_upper``, session
+    13). NOT drawn here, and why (session 13):
+    * a gated-DeltaNet on CUDA: across blocks its report still falls (no cells: per-count tables), and after a prefix
+      within a block (``CudaCounts``' tables are not cumulative over the count): both pinned as strict xfails
+      (``test_a_gated_deltanet_on_cuda_without_a_prefix_is_monotone_across_blocks``, ``..._within_a_block``);
+    * a gated-DeltaNet on CPU (``FastPeak`` exact-only): after a prefix its per-count lines (``peak.prefix_lines``)
+      are not cumulative over the count; without one the exact envelope over ``P(n)``, whose within-block growth
+      the layout argument of ``peak.envelope`` does not give for items whose structure changes with every count.
+      Scanned, no fall found (chunk 64: 1..199 new tokens at 0 and 5,000 cached), not proven;
+    * CUDA after a prefix for these models: cost only (a ``CudaPrefix`` table per model and chunk, seconds);
+      drawn by ``test_cuda_after_a_prefix_is_monotone_and_never_below_the_replay`` (llama-3.2-1b) and
+      tests/test_fits_cuda_prefix.py (gemma-3, gpt-oss-20b, deepseek-v2-lite); chunked attention by
+      ``test_chunked_attention_is_monotone_in_the_prefix_and_the_prompt``."""
     assume((cached + new + more) // chunk <= MAX_CALLS)
     assume(bounded(name, backend) or (backend == "cuda" and not cached and (new + more) // chunk <= 40
                                       and cuda_bounded(name, chunk, new + more)))
@@ -386,6 +397,17 @@ def test_a_gated_deltanet_on_cuda_without_a_prefix_is_monotone_across_blocks():
     (``CudaFit.block_max``) proves it at +5 s (32k) / +21 s (128k) for a first request at chunk 2048."""
     name, chunk = "qwen3.5-35b-a3b", 256
     assert total(name, "cuda", 513, chunk, 0) >= total(name, "cuda", 512, chunk, 0)
+
+
+@pytest.mark.xfail(strict=True, reason="CudaCounts' per-count tables are not cumulative over the query count "
+                   "(session 13: a query-grid table costs ~3 s to 3k keys at chunk 256)")
+def test_a_gated_deltanet_on_cuda_after_a_prefix_is_monotone_within_a_block():
+    """Qwen3.5-35B-A3B on CUDA, chunks of 256: ``CudaCounts.upper`` (a table per query count) falls 23 times over 1..89
+    new tokens after 3,000 cached, up to -5.5%; the report ``max(E(n, 0), U(n, c))`` falls where ``U`` is the larger:
+    after 50,000 cached 11 times over 25..44 new tokens (32 -> 33 new: 2,375,835,947 -> 2,309,223,634 B, -2.8%).
+    Pinned until a bound cumulative over the count exists (module doc)."""
+    name, chunk, cached = "qwen3.5-35b-a3b", 256, 50_000
+    assert total(name, "cuda", 33, chunk, cached) >= total(name, "cuda", 32, chunk, cached)
 
 
 def test_a_gated_deltanet_on_cpu_reports_monotone_in_the_prefix():
