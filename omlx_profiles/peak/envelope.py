@@ -470,47 +470,35 @@ class MonotonePeak:
         self._cuda: dict = {}  # chunk -> CudaEnvelope (CUDA), or False
         self._cuda_prefix: dict = {}  # chunk -> peak.fast_cuda_prefix.CudaPrefix (CUDA), or False
 
-    def _cuda_fit(self, chunk: int):
-        """``E(m, 0)`` on CUDA for this chunk size (``CudaEnvelope`` of ``peak.fast_cuda.CudaFit`` at the facade's KV
-        width); ``None`` on another backend or where the peak is unknown."""
-        cf = self._cuda.get(chunk)
-        if cf is None:
-            cf = False
+    def _table(self, memo: dict, keep: int, chunk: int, build):
+        """``build(profile, routes, chunk, dtype, nax, kv_scale, worst)`` at the facade's KV width, memoized per chunk
+        size (``keep`` of them), or ``None``: another backend than CUDA, a peak reported unknown, or no table
+        (``OmlxProfilesError``). The one shape of ``_cuda_fit`` and ``_prefix_fit``."""
+        t = memo.get(chunk)
+        if t is None:
+            t = False
             f = self.fast
             if f.routes.executor.graph_commit is not None and not f._unknown:
                 from .basis import basis_for
-                from .fast_cuda import CudaFit
 
                 b = basis_for(f.profile, f.routes)
                 try:
-                    cf = CudaEnvelope(CudaFit(f.profile, f.routes, chunk, f.dtype, f.nax, f.kv_scale, b.worst_case))
+                    t = build(f.profile, f.routes, chunk, f.dtype, f.nax, f.kv_scale, b.worst_case)
                 except OmlxProfilesError:
-                    cf = False
-            if len(self._cuda) >= 64:
-                self._cuda.clear()
-            self._cuda[chunk] = cf
-        return cf or None
+                    t = False
+            if len(memo) >= keep:
+                memo.clear()
+            memo[chunk] = t
+        return t or None
+
+    def _cuda_fit(self, chunk: int):
+        """``E(m, 0)`` on CUDA for this chunk size (``CudaEnvelope`` of ``peak.fast_cuda.CudaFit``), or ``None``."""
+        return self._table(self._cuda, 64, chunk, _cuda_envelope)
 
     def _prefix_fit(self, chunk: int):
-        """``U_cuda`` after a prefix for this chunk size (``peak.fast_cuda_prefix.CudaPrefix`` at the facade's KV
-        width), or ``None``."""
-        cp = self._cuda_prefix.get(chunk)
-        if cp is None:
-            cp = False
-            f = self.fast
-            if f.routes.executor.graph_commit is not None and not f._unknown:
-                from .basis import basis_for
-                from .fast_cuda_prefix import prefix_table
-
-                b = basis_for(f.profile, f.routes)
-                try:  # CudaPrefix, or a gated-DeltaNet's per-count tables (CudaCounts)
-                    cp = prefix_table(f.profile, f.routes, chunk, f.dtype, f.nax, f.kv_scale, b.worst_case)
-                except OmlxProfilesError:
-                    cp = False
-            if len(self._cuda_prefix) >= 16:
-                self._cuda_prefix.clear()
-            self._cuda_prefix[chunk] = cp
-        return cp or None
+        """``U_cuda`` after a prefix for this chunk size (``peak.fast_cuda_prefix.prefix_table``: ``CudaPrefix``, or
+        a gated-DeltaNet's per-count tables ``CudaCounts``), or ``None``."""
+        return self._table(self._cuda_prefix, 16, chunk, _prefix_table)
 
     def peak(self, new: int, chunk: int, cached: int = 0) -> int:
         key = (new, chunk, cached)
@@ -539,3 +527,15 @@ class MonotonePeak:
             self._memo.clear()
         self._memo[key] = v
         return v
+
+
+def _cuda_envelope(*args) -> CudaEnvelope:
+    from .fast_cuda import CudaFit  # imported when a CUDA table is first built
+
+    return CudaEnvelope(CudaFit(*args))
+
+
+def _prefix_table(*args):
+    from .fast_cuda_prefix import prefix_table
+
+    return prefix_table(*args)
