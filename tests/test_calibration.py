@@ -52,10 +52,6 @@ KNOWN_UNDER = {
                                       "~49 MB more per 256-token block than itemized; adding the post-block arrays "
                                       "over-estimates the tiny nemotron_h of the live test (1.16)",
     ("nemotron-h-56b-base-8k", 2049): "same as 1025: 0.92",
-    ("gemma-3-4b-it", 1025): "0.987: in dispatch phases 4-6 the peak is 39,665,234 B (phases 0-3, 7-9: 37.5-39.1 MB; the "
-                             "stored point had 39,136,840, 1.001): the real peak is at the scores matmul with q's fp32 RoPE "
-                             "product and both KV concatenations in flight, the op model's window at the q/k norms "
-                             "(benchmarks/cpu_replay, s12-band note); gemma3 on CPU is therefore reported as a bound",
 }
 
 

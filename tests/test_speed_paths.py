@@ -110,7 +110,8 @@ def test_graph_ends_repeated_steps_equal_the_plain_walk(seed):
         pool = _commit_items(rng, 0)
         for _ in range(rng.randint(1, 6)):
             ops = rng.choice([128, 384, rng.randint(2, 600)])
-            pool.append(Item("r", rng.randint(0, 1 << 30), ops, elems=rng.choice([0, ops * 393216, rng.random() * 1e12]),
+            elems = rng.choice([0, ops * 393216, rng.random() * 1e12])
+            pool.append(Item("r", rng.randint(0, 1 << 30), ops, elems=elems,
                              nodes=rng.choice([ops, 2 * ops, rng.randint(1, 5 * ops)])))
         # a graph's nodes a hair under the limit after the step from zero (101 / npo just above 33): that step ends no
         # graph, and the next one must not be taken as its repeat
@@ -215,11 +216,12 @@ def _plain_windows(items, max_nodes, max_mega, inflight, act, op_elems):
     return free, int(best * (1 + 1e-12)) + 1 + o.m
 
 
-@pytest.mark.parametrize("blocked", [False, True])
+@pytest.mark.parametrize("blocked", [False, True, "unsampled"])
 def test_bucket_windows_equal_the_plain_forms(blocked, monkeypatch):
     """The vectorized ``free_graph_window`` / ``chain_graph_window`` (session 12) equal session 11's op-by-op forms on
     generated item lists of every shape the executor splits (per-op bytes and elements, nodes, carries); ``blocked``:
-    the free window's branch and bound (``_max_window``) on blocks of 3 ops from 8 ops on."""
+    the free window's branch and bound (``_max_window``) on blocks of 3 ops from 8 ops on, with (session 13) and
+    without (``unsampled``) its first look at a few blocks' chains (long ones: every op at once)."""
     from omlx_profiles.peak import fast_cuda
     from omlx_profiles.peak.fast_cuda import chain_graph_window, free_graph_window, op_elements
     from tests.test_fits_cuda import _random_items, _scaled
@@ -227,6 +229,8 @@ def test_bucket_windows_equal_the_plain_forms(blocked, monkeypatch):
     if blocked:
         monkeypatch.setattr(fast_cuda, "_WINDOW_BLOCK", 3)
         monkeypatch.setattr(fast_cuda, "_WINDOW_BLOCKED", 8)
+    if blocked == "unsampled":
+        monkeypatch.setattr(fast_cuda, "_WINDOW_SAMPLES", 0)
     rng = random.Random(12)
     for _ in range(60):
         items = _random_items(rng, rng.randint(1, 120))

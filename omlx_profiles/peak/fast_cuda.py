@@ -140,18 +140,18 @@ class CallWalk:
         inflight = gc.window_graphs
         if embedded is not None and worst:
             return None
-        if op_elems is None:
+        if embedded is not None:
+            # op counts that differ (``_Ops.embed``): the chain's intervals widen by every op a shorter call lacks,
+            # graph after graph (Qwen3.5-35B-A3B chunk 512, 480-511 queries: 10.5 GB against 2.16 GB exact at the
+            # top); a window from any op, counting the fewest nodes, stays close (2.27 GB) at a third of the cost.
+            # ``op_elems`` is not read here (a caller may pass None: the bottom's per-op elements cost a pass)
+            lo_nodes, lo_el, slack = embedded
+            w = free_graph_window(items, gc.max_nodes, gc.max_mega_elements, inflight, self.act, lo_el, ops,
+                                  lo_nodes, slack)
+        elif op_elems is None:
             w = free_graph_window(items, gc.max_nodes, gc.max_mega_elements, inflight, self.act, None, ops)
         else:  # the chain bound (tighter where the graph ends move little within the bucket)
-            if embedded is None:
-                w = chain_graph_window(items, gc.max_nodes, gc.max_mega_elements, inflight, self.act, op_elems, ops)
-            else:
-                # op counts that differ (``_Ops.embed``): the chain's intervals widen by every op a shorter call lacks,
-                # graph after graph (Qwen3.5-35B-A3B chunk 512, 480-511 queries: 10.5 GB against 2.16 GB exact at the
-                # top); a window from any op, counting the fewest nodes, stays close (2.27 GB) at a third of the cost
-                lo_nodes, lo_el, slack = embedded
-                w = free_graph_window(items, gc.max_nodes, gc.max_mega_elements, inflight, self.act, lo_el, ops,
-                                      lo_nodes, slack)
+            w = chain_graph_window(items, gc.max_nodes, gc.max_mega_elements, inflight, self.act, op_elems, ops)
         if worst:
             w2, _ = window_max(items, run_ahead_ops(self.kr), 1, 0)
             if w2 > w:
@@ -419,7 +419,7 @@ class _Ops:
         return np.concatenate(els), np.concatenate(byts)
 
     def _split_arrays(self) -> None:
-        """``per_byte``, ``owner`` and ``carried`` (from the items ``split_ops`` makes), into the memo."""
+        """``per_byte``, ``carried`` and the split items' op counts (of the items ``split_ops`` makes), in the memo."""
         _, _, rows, inv = self._lazy
         parts = [r[8] for r in rows]
         # per distinct item, its split items' op counts and bytes per op (the same division, element by element),
@@ -435,7 +435,7 @@ class _Ops:
         flat = first + np.arange(int(lens.sum()))
         ops, bpo = p_ops[flat], p_bpo[flat]
         self._memo["per_byte"] = np.repeat(bpo, ops)
-        self._memo["owner"] = np.repeat(np.arange(len(flat)), ops)  # the split item a window starting at each op is in
+        self._memo["split_counts"] = ops  # per split item, its ops (``owner`` / ``carried_op`` repeat by them)
         # ``carried_per_item(split)`` in its numpy form (equal to the loop: tests/test_speed_paths.py), from the
         # distinct split items' values
         p_out = np.array([it.bytes if it.out < 0 else it.out for it in p_all], dtype=np.float64)
@@ -453,9 +453,12 @@ class _Ops:
                 v = np.repeat(self.item_node, self.counts)
             elif name == "per_el":
                 v = self._per_el()
-            elif name in ("per_byte", "owner", "carried"):
+            elif name in ("per_byte", "carried", "split_counts"):
                 self._split_arrays()
                 return self._memo[name]
+            elif name == "owner":  # the split item a window starting at each op is in
+                counts = self.cached("split_counts")
+                v = np.repeat(np.arange(len(counts)), counts)
             elif name == "upto":
                 v = _cum0(self.per_byte)
             elif name == "node_cum":
@@ -464,8 +467,8 @@ class _Ops:
                 v = _cum0(self.per_el)
             elif name == "bytes_rise":  # the cumulative bytes only grow (``_max_window``'s blocks rely on it)
                 v = bool(np.all(self.per_byte >= 0))
-            elif name == "carried_op":
-                v = self.carried[self.owner]
+            elif name == "carried_op":  # ``carried[owner]``: the same values, one pass (no index array)
+                v = np.repeat(self.carried, self.cached("split_counts"))
             elif name == "item":
                 v = np.repeat(np.arange(len(self.counts)), self.counts)
             elif name == "local":
@@ -677,6 +680,8 @@ def _g_range(node_cum: np.ndarray, el_cum: np.ndarray, tn: float, te: float, tot
 #: ``_max_window``: ops per block, and the fewest ops for which the blocks are worth it (below: every op at once).
 _WINDOW_BLOCK = 512
 _WINDOW_BLOCKED = 16 * _WINDOW_BLOCK
+#: ``_max_window``: blocks whose chains are sampled first (windows as long as the call: every op at once; 0: none).
+_WINDOW_SAMPLES = 16
 
 
 def _max_window(node_cum: np.ndarray, el_cum: np.ndarray, tn: float, te: float, total: int, steps: int,
@@ -711,6 +716,17 @@ def _max_window(node_cum: np.ndarray, el_cum: np.ndarray, tn: float, te: float, 
     B = _WINDOW_BLOCK
     lo = np.arange(0, total, B)
     hi = np.minimum(lo + B, total) - 1
+    # a few blocks' chains first: where they run as long as the call (a bucket's fewest-nodes bottom mapped onto its
+    # top, graphs ended by elements over few nodes), the blocks would skip nothing and end in ``every_op`` below after
+    # searching every block's chain (half of a gated-DeltaNet bucket bound's window cost, session 13): every op at
+    # once now. Only the path changes: both give the same float (the block bound is exact)
+    if _WINDOW_SAMPLES:
+        pick = np.arange(0, hi.size, max(1, hi.size // _WINDOW_SAMPLES))
+        e = hi[pick]
+        for _ in range(steps - 1):
+            e = _g_at(node_cum, el_cum, tn, te, total, e)
+        if np.median(e - lo[pick]) > total // 4:
+            return every_op()
     e = hi
     for j in range(steps):
         if j == steps - 1:
@@ -1128,7 +1144,7 @@ class CudaFit:
                     # a gated-DeltaNet loop's spans: op counts that grow with the query count (``_Ops.embed``)
                     emb = [x.embed(y) for x, y in zip(oa, ob)]
                     if all(e is not None for e in emb):
-                        ws = [self.walk.window_bound(y, x.per_el, y_ops, e)
+                        ws = [self.walk.window_bound(y, None, y_ops, e)  # (the bottom's per-op elements unread)
                               for x, y_ops, y, e in zip(oa, ob, var_b, emb)]
                         if all(w is not None for w in ws):
                             up = max(base_a, base_b) + max(ws)

@@ -88,6 +88,31 @@ class _NoBound(Exception):
     """A cell whose item structure changes too often to bound: the profile is answered by the exact envelope."""
 
 
+def request_upper(S: int, new: int, cached: int, last, full, call) -> int | None:
+    """``U(n, c)`` of a request of ``n = k S + 1 + r`` new tokens after ``c`` cached (module doc), the one formula of
+    ``CudaPrefix.upper`` and ``CudaCounts.upper`` (their tables differ, not the request's calls):
+
+        U(n, c) = max( BL(c + n - 1) after a call of p queries,  B_S(c + (k-1) S) if k,  B(r, c + k S) if r )
+
+    with ``p`` the call before the last token: the shorter call ``r``, a full chunk, or (one new token) the prefix's
+    own last token. ``last(o, p)``, ``full(o)`` and ``call(q, o)`` are the tables' cumulative bounds, asked in that
+    order (``CudaCounts`` builds its tables in it); ``None`` where one has no bound (``_NoBound``)."""
+    k, r = divmod(new - 1, S)
+    try:
+        v = last(cached + new - 1, r if r else (S if k else 1))
+        if k:
+            u = full(cached + (k - 1) * S)
+            if u > v:
+                v = u
+        if r:
+            u = call(r, cached + k * S)
+            if u > v:
+                v = u
+        return v
+    except _NoBound:
+        return None
+
+
 class CudaPrefix:
     """``B(q, o)`` and ``BL(o)`` of one profile, chunk size, dtype and KV width (module doc), built lazily by
     offset. ``upper(new, cached)`` is ``U(n, c)``."""
@@ -469,35 +494,18 @@ class CudaPrefix:
         j = bisect.bisect_right(self.bounds, o) - 1
         return self._hbase(o) + self.cuml[j][bisect.bisect_left(self.ltops, prev or self.S)]
 
+    def full_bound(self, o: int) -> int:
+        """A full chunk's call at offset ``o``: ``B`` of the top bucket."""
+        if self.bounds[-1] <= o:
+            self._extend(o)
+        j = bisect.bisect_right(self.bounds, o) - 1
+        return self._hbase(o) + self.cum[j][-1]
+
     def upper(self, new: int, cached: int) -> int | None:
-        """``U(new, cached)`` (module doc), or ``None`` where the profile has no bound (``_NoBound``)."""
+        """``U(new, cached)`` (module doc, ``request_upper``), or ``None`` where the profile has no bound
+        (``_NoBound``)."""
         self._check_gen()
-        try:
-            top = cached + new - 1
-            if self.bounds[-1] <= top:
-                self._extend(top)
-            bounds, S = self.bounds, self.S
-            j = bisect.bisect_right(bounds, top) - 1
-            k, r = divmod(new - 1, S)
-            # the last token after the shorter call, a full chunk, or (one new token) the prefix's own last token
-            p = r if r else (S if k else 1)
-            v = self._hbase(top) + self.cuml[j][bisect.bisect_left(self.ltops, p)]
-            if new > 1:
-                if k:
-                    o = cached + (k - 1) * S
-                    j = bisect.bisect_right(bounds, o) - 1
-                    u = self._hbase(o) + self.cum[j][-1]
-                    if u > v:
-                        v = u
-                if r:
-                    o = cached + k * S
-                    j = bisect.bisect_right(bounds, o) - 1
-                    u = self._hbase(o) + self.cum[j][bisect.bisect_left(self.tops, r)]
-                    if u > v:
-                        v = u
-            return v
-        except _NoBound:
-            return None
+        return request_upper(self.S, new, cached, self.last_bound, self.full_bound, self.call_bound)
 
     def prepare(self, max_o: int | None = None) -> bool:
         """Every cell up to ``max_o`` (default: the model's context); False where there is no bound."""
@@ -632,22 +640,11 @@ class CudaCounts:
         return t
 
     def upper(self, new: int, cached: int) -> int | None:
-        """``U(new, cached)``, or ``None`` where a table has no bound (``_NoBound``)."""
+        """``U(new, cached)`` (``request_upper`` over the three tables), or ``None`` where a table has no bound
+        (``_NoBound``). The last token's table is one whatever call preceded it (class doc)."""
         S = self.S
-        k, r = divmod(new - 1, S)
-        try:
-            v = self.table(0).last_bound(cached + new - 1)
-            if k:
-                u = self.table(S).call_bound(S, cached + (k - 1) * S)
-                if u > v:
-                    v = u
-            if r:
-                u = self.table(r).call_bound(r, cached + k * S)
-                if u > v:
-                    v = u
-            return v
-        except _NoBound:
-            return None
+        return request_upper(S, new, cached, lambda o, p: self.table(0).last_bound(o),
+                             lambda o: self.table(S).call_bound(S, o), lambda q, o: self.table(q).call_bound(q, o))
 
     def prepare(self, max_o: int | None = None) -> bool:
         """The full chunk's and the last token's cells up to ``max_o`` (default: the model's context); a shorter

@@ -10,6 +10,7 @@ from .ops.items import CallContext, EntryStep, Item, fast_op
 from .ops.mla import mla_expanded_items, mla_latent_items
 from .ops.mlp import mlp_items
 from .ops.recurrent import linear_attention_items
+from .ops.tape import placed
 from ..mlxlm.recipe_files import traits_of
 
 
@@ -17,7 +18,7 @@ def layer_items(p: Profile, lt: LayerType, steps: tuple[EntryStep, ...], ctx: Ca
                 dense: bool = False) -> list[Item]:
     """The items of one layer of this type during the call (``cache_only``: the chunk's last layer;
     ``dense``: an MoE model's layer that runs a dense MLP, ``dense_layer``)."""
-    items = _layer_items(p, lt, steps, ctx, cache_only=cache_only, dense=dense)
+    items = placed(ctx, _layer_items(p, lt, steps, ctx, cache_only=cache_only, dense=dense))
     if p.tensor_ranks > 1:
         gc = ctx.routes.executor.graph_commit
         nodes = gc.kernel_nodes.all_sum if gc is not None and gc.kernel_nodes is not None else 1
@@ -89,4 +90,5 @@ def logits_items(p: Profile, ctx: CallContext) -> list[Item]:
     """The last-token step: final norm, lm_head on one position, log-softmax, argmax."""
     v = p.vocab_size or 0
     h = p.hidden_size
-    return [fast_op(ctx, "rms_norm", h * ctx.act, weight=h), Item("logits", v * ctx.act + 2 * v * 4, 4, elems=v * h + 3 * v)]
+    return placed(ctx, [fast_op(ctx, "rms_norm", h * ctx.act, weight=h),
+                        Item("logits", v * ctx.act + 2 * v * 4, 4, elems=v * h + 3 * v)])

@@ -181,13 +181,33 @@ class FastOpCost(Strict):
     ops_half: PosInt | None = Field(None, description="computing ops in fp16/bf16 when it differs (the casts to fp32 and back)")
     views: NonNegInt = Field(0, description="view ops of the decomposition (broadcasts, slices)")
     transient: dict[DType, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
+    placement: dict[DType, list[tuple[NonNegInt, NonNegInt, Annotated[float, Field(ge=0)]]]] = Field(
+        default_factory=dict,
+        description="where one call's bytes are allocated, per dtype: (ops, views, bytes in units of the input) in "
+                    "tape order; the ops and views sum to the op's own, the bytes to ``transient``. Empty: spread "
+                    "evenly over the op's executor slots")
     source: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _placement_sums(self):
+        for dt, parts in self.placement.items():
+            ops = self.ops_half if (dt != "fp32" and self.ops_half) else self.ops
+            if sum(p[0] for p in parts) != ops or sum(p[1] for p in parts) != self.views:
+                raise ValueError(f"placement[{dt}]: its ops/views must sum to {ops}/{self.views}")
+            if abs(sum(p[2] for p in parts) - self.transient.get(dt, -1.0)) > 1e-9:
+                raise ValueError(f"placement[{dt}]: its bytes must sum to transient[{dt}]")
+        return self
 
 
 class FastOps(Strict):
     rms_norm: FastOpCost | None = None
     rope: FastOpCost | None = None
     layer_norm: FastOpCost | None = None
+    norm_rope_tail_dispatches: PosInt | None = Field(
+        None, description="a decomposed RMSNorm whose output only a decomposed RoPE reads (per-head q/k norms): MLX's "
+                          "tape (a breadth-first walk from the outputs, run in reverse) runs the norm's first "
+                          "placement part, then the zero-byte ops of both, and the norm's remaining bytes with all of "
+                          "RoPE's in the last this-many dispatches before the next item; None: one after the other")
     rope_output_spans_input: bool = Field(
         False, description="the fused RoPE kernel, given an input it cannot donate, allocates the input's "
                            "data_size with the input's strides: for a column view of a fused q|k|v projection "

@@ -5,7 +5,7 @@ from ...errors import UnsupportedError
 from ...registry.profile import CacheEntry, Profile
 from ..kernels import SdpaCall
 from .attention import cache_update, mask_kind, sdpa_items
-from .items import CallContext, EntryStep, Item, fast_op
+from .items import CallContext, EntryStep, Item, fast_op, residual
 from .mlp import argsort_nodes
 
 
@@ -50,7 +50,7 @@ def mla_expanded_items(p: Profile, entry: CacheEntry, step: EntryStep, ctx: Call
                     False, ctx.dtype, ctx.nax)
     items += sdpa_items(ctx, call, family=p.mlx_model_type)
     items.append(Item("o_proj", S * H * vd * s + S * h * s, 2, 2, elems=2 * S * H * vd + h * H * vd))
-    items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
+    items.append(_residual(ctx, S, h))
     return items
 
 
@@ -107,7 +107,7 @@ def mla_latent_items(p: Profile, entries: tuple[CacheEntry, ...], steps: tuple[E
         items.append(Item("mla.k_v_expand", H * kL * (nope + vd) * s, 2, elems=2 * kL * rank + H * (nope + vd) * rank))
         items += sdpa
         items.append(Item("o_proj", S * H * vd * s + S * h * s, 2, elems=2 * S * H * vd + h * H * vd))
-    items.append(Item("residual", S * h * s, 1, elems=2 * S * h))
+    items.append(_residual(ctx, S, h))
     return items
 
 
@@ -172,3 +172,12 @@ def dsa_indexer_items(p: Profile, S: int, kL: int, s: int, h: int, bound: bool, 
         Item("dsa.sparse_mask", 2 * plane, 3, out=plane, op_bytes=(plane, 0, plane),
              elems=(0, 2 * plane + S * mla.index_topk, 2 * plane)),
     ]
+
+
+def _residual(ctx: CallContext, S: int, h: int) -> Item:
+    """The MLA block's residual add: donated (0 bytes) where the backend donates it (``donation.residual_add``, CPU:
+    measured by the executor replay on deepseek_v3, benchmarks/cpu_replay/); charged elsewhere as before (the CUDA
+    MLA points were sized with it charged and without the graph-placement margin of ``items.residual``)."""
+    if ctx.routes.donation.residual_add:
+        return residual(ctx, S, h)
+    return Item("residual", S * h * ctx.act, 1, elems=2 * S * h)
