@@ -314,6 +314,38 @@ def cum_upper(fit, new: int) -> int | None:
     return best
 
 
+#: ``carry_cells``' tables (oldest first out), shared by every ``CudaEnvelope`` of one profile shape and chunk.
+_CARRY: dict = {}
+_CARRY_KEEP = 32
+
+
+def carry_cells(profile, routes, chunk, dtype, nax, kv_scale, worst):
+    """``CudaPrefix``'s cells for ``CudaEnvelope``'s carry, coarser than the tables after a prefix (cells about offset
+    / 4 wide, no halving: ``CudaCounts``' call tables' settings): gpt-oss-20b chunk 2048, to 6k / 30k / 129k keys
+    1.34 / 1.86 / 2.33 s of CPU against 2.81 / 4.33 / 6.06 s at the default cells, bounds +0.06% / -0.1% / +1.2%.
+    Kept per profile shape, kernel table, chunk, dtype, NAX, KV width and worst case (the API and the facade share
+    one); ``False`` where ``CudaPrefix`` does not apply (a recurrent layer's per-count tables, a failed cell)."""
+    from .call import activation_dtype
+    from .fast_cuda import _shape_key
+    from .fast_cuda_prefix import CudaPrefix
+
+    key = (_shape_key(profile), routes.backend, id(routes.table), chunk, activation_dtype(profile, dtype)[0], nax,
+           float(kv_scale), worst)
+    hit = _CARRY.get(key)
+    if hit is not None and hit[0] is routes.table:
+        t = hit[1]
+        return t if t is False or not t.failed else False
+    try:
+        t = CudaPrefix(profile, routes, chunk, dtype, nax, kv_scale, worst)
+        t.frac, t.refine = 4, 0
+    except OmlxProfilesError:
+        t = False
+    if len(_CARRY) >= _CARRY_KEEP:
+        del _CARRY[next(iter(_CARRY))]
+    _CARRY[key] = (routes.table, t)
+    return t
+
+
 class CudaEnvelope:
     """``E(n, 0)`` on CUDA (``fresh``) from ``peak.fast_cuda.CudaFit``, for ``n = k S + 1 + r``:
 
@@ -335,9 +367,8 @@ class CudaEnvelope:
     (cumulative in the query count and the offset; the prompt's own chunks are a history they cover). Every report
     of a block ``j < k`` is at most ``UF(j S + S) <= UF(k S)`` (its ``CU`` term is taken at most at ``UF``, its
     ``P`` terms are replays below ``UF``; the one-token prompt ``V(1)`` is in every ``P(n)``), so ``UF(k S)``
-    carries all of them. Cost: the cells to the prompt's length, shared with the requests after a prefix
-    (``prefix_table``): gpt-oss-20b chunk 2048, a first 131,072-token request 6.4 s of CPU (0.26 s before), and
-    block 0's buckets once. Where there are no cells (a gated-DeltaNet: ``CudaCounts``' per-count tables; a cell
+    carries all of them. Cost: the cells to the prompt's length (``carry_cells``: coarser than the tables after a
+    prefix), memoized per profile shape and chunk, and block 0's buckets once; later requests are bisections. Where there are no cells (a gated-DeltaNet: ``CudaCounts``' per-count tables; a cell
     that fails) the previous block's ``CU(k S)`` is carried as before: NOT monotone across blocks (qwen3.5-35b-a3b
     chunk 256: 512 -> 513 new tokens -3.9%; ``proven`` says which). Where a bucket has no bound (``CU`` None),
     ``E`` is the maximum over ``P(n)`` alone: monotone across blocks, not within one."""
@@ -351,15 +382,7 @@ class CudaEnvelope:
         ``None``: a profile they do not cover (a gated-DeltaNet's per-count tables, chunked attention...)."""
         c = self._cells
         if c is None:
-            c = False
-            from .fast_cuda_prefix import CudaPrefix, prefix_table
-
-            try:
-                t = prefix_table(*self.fit._args)
-                c = t if isinstance(t, CudaPrefix) and not t.failed else False
-            except OmlxProfilesError:
-                c = False
-            self._cells = c
+            c = self._cells = carry_cells(*self.fit._args)
         return c or None
 
     def full_upper(self, new: int) -> int | None:
@@ -470,47 +493,35 @@ class MonotonePeak:
         self._cuda: dict = {}  # chunk -> CudaEnvelope (CUDA), or False
         self._cuda_prefix: dict = {}  # chunk -> peak.fast_cuda_prefix.CudaPrefix (CUDA), or False
 
-    def _cuda_fit(self, chunk: int):
-        """``E(m, 0)`` on CUDA for this chunk size (``CudaEnvelope`` of ``peak.fast_cuda.CudaFit`` at the facade's KV
-        width); ``None`` on another backend or where the peak is unknown."""
-        cf = self._cuda.get(chunk)
-        if cf is None:
-            cf = False
+    def _table(self, memo: dict, keep: int, chunk: int, build):
+        """``build(profile, routes, chunk, dtype, nax, kv_scale, worst)`` at the facade's KV width, memoized per chunk
+        size (``keep`` of them), or ``None``: another backend than CUDA, a peak reported unknown, or no table
+        (``OmlxProfilesError``). The one shape of ``_cuda_fit`` and ``_prefix_fit``."""
+        t = memo.get(chunk)
+        if t is None:
+            t = False
             f = self.fast
             if f.routes.executor.graph_commit is not None and not f._unknown:
                 from .basis import basis_for
-                from .fast_cuda import CudaFit
 
                 b = basis_for(f.profile, f.routes)
                 try:
-                    cf = CudaEnvelope(CudaFit(f.profile, f.routes, chunk, f.dtype, f.nax, f.kv_scale, b.worst_case))
+                    t = build(f.profile, f.routes, chunk, f.dtype, f.nax, f.kv_scale, b.worst_case)
                 except OmlxProfilesError:
-                    cf = False
-            if len(self._cuda) >= 64:
-                self._cuda.clear()
-            self._cuda[chunk] = cf
-        return cf or None
+                    t = False
+            if len(memo) >= keep:
+                memo.clear()
+            memo[chunk] = t
+        return t or None
+
+    def _cuda_fit(self, chunk: int):
+        """``E(m, 0)`` on CUDA for this chunk size (``CudaEnvelope`` of ``peak.fast_cuda.CudaFit``), or ``None``."""
+        return self._table(self._cuda, 64, chunk, _cuda_envelope)
 
     def _prefix_fit(self, chunk: int):
-        """``U_cuda`` after a prefix for this chunk size (``peak.fast_cuda_prefix.CudaPrefix`` at the facade's KV
-        width), or ``None``."""
-        cp = self._cuda_prefix.get(chunk)
-        if cp is None:
-            cp = False
-            f = self.fast
-            if f.routes.executor.graph_commit is not None and not f._unknown:
-                from .basis import basis_for
-                from .fast_cuda_prefix import prefix_table
-
-                b = basis_for(f.profile, f.routes)
-                try:  # CudaPrefix, or a gated-DeltaNet's per-count tables (CudaCounts)
-                    cp = prefix_table(f.profile, f.routes, chunk, f.dtype, f.nax, f.kv_scale, b.worst_case)
-                except OmlxProfilesError:
-                    cp = False
-            if len(self._cuda_prefix) >= 16:
-                self._cuda_prefix.clear()
-            self._cuda_prefix[chunk] = cp
-        return cp or None
+        """``U_cuda`` after a prefix for this chunk size (``peak.fast_cuda_prefix.prefix_table``: ``CudaPrefix``, or
+        a gated-DeltaNet's per-count tables ``CudaCounts``), or ``None``."""
+        return self._table(self._cuda_prefix, 16, chunk, _prefix_table)
 
     def peak(self, new: int, chunk: int, cached: int = 0) -> int:
         key = (new, chunk, cached)
@@ -539,3 +550,15 @@ class MonotonePeak:
             self._memo.clear()
         self._memo[key] = v
         return v
+
+
+def _cuda_envelope(*args) -> CudaEnvelope:
+    from .fast_cuda import CudaFit  # imported when a CUDA table is first built
+
+    return CudaEnvelope(CudaFit(*args))
+
+
+def _prefix_table(*args):
+    from .fast_cuda_prefix import prefix_table
+
+    return prefix_table(*args)
