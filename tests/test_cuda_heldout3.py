@@ -41,7 +41,14 @@ UNDER = {
     ("qwen3-0.6b", 512, 32768, 0): "0.989: measured 7.506 GiB stalled (5.253 idle), estimate 7.426: the stall "
                                    "kernels' q/k-norm inputs held (no donation), 0.082 GiB",
 }
+# Over the band since s13-under: the cuBLASLt workspace bound (rows x hidden x 4 B per dense down projection of at
+# most 1024 rows, profiles/kernels/cuda.yaml gemm_workspace) charged where no workspace was seen (hidden 8192: 16 MiB
+# a layer at 512 rows, 22 MiB at the 700-row call) -- the bound's price; before it 1.098 / 1.123 / 1.090.
+_WS = "over the band by the cuBLASLt workspace bound of the dense down projections (s13-under)"
 OVER_BAND_IDLE = {
+    ("qwen2.5-72b-16l", 512, 8192, 0): "1.187 (1.098 before the bound): " + _WS,
+    ("qwen2.5-72b-16l", 2048, 8892, 8192): "1.240 (1.123 before; the 700-row call): " + _WS,
+    ("qwen2.5-72b-16l", 2048, 33768, 32768): "1.179 (1.090 before; the 1000-row call): " + _WS,
     ("qwen2.5-72b-16l", 512, 8492, 8192): "1.466 at the highest (0.978 stalled, 8 graphs in flight; 0.613 idle)",
 }
 
