@@ -84,10 +84,16 @@ def test_total_fits_and_max_tokens():
     assert not v.fits and v.headroom_bytes < 0 and "does not fit" in v.message
     assert e.total_bytes(Request(n), w, "cuda") <= budget
     assert e.max_tokens(w // 2, weights_bytes=w, backend="cuda") == 0
-    # After a prefix the reported total is the monotone bound (never falling as the prefix grows), so a prefix hit
-    # does not buy a longer prompt in the report (session 10); the answer is still the exact edge of that report.
+    # After a prefix the reported total is the monotone bound in the prefix (session 10); the answer is still the
+    # exact edge of that report. (Until session 13 this also asserted m <= n: a prefix hit did not buy a longer
+    # prompt. Since the CUDA envelope without a prefix carries UF across blocks (peak/envelope.py, up to ~9% over the
+    # replay on llama-3.1-8b), the fresh report is the looser one: n 114,688, m 121,601 at this budget. Both are
+    # never below their exact replays: asserted here.)
     m = e.max_tokens(budget, weights_bytes=w, reserve=0, backend="cuda", cached=16384)
-    assert 16384 < m <= n
+    assert 16384 < m
+    for req in (Request(n), Request(m, cached=16384)):
+        exact = prefill_peak(e.profile, req, backend="cuda").peak_bytes
+        assert e.prefill_peak(req, backend="cuda").peak_bytes >= exact
     assert e.fits(Request(m, cached=16384), budget, weights_bytes=w, reserve=0, backend="cuda").fits
     assert not e.fits(Request(m + 1, cached=16384), budget, weights_bytes=w, reserve=0, backend="cuda").fits
 

