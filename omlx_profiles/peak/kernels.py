@@ -239,6 +239,10 @@ class KernelRoutes:
         return self.table.donation
 
     @property
+    def gemm_workspace(self):
+        return self.table.gemm_workspace
+
+    @property
     def fallback(self):
         return self.table.fallback
 

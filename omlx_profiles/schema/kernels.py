@@ -215,6 +215,18 @@ class FastOps(Strict):
                            "view's own width (MLX CUDA rope.cu)")
 
 
+class GemmWorkspace(Strict):
+    """cuBLASLt's workspace for a matmul (MLX CUDA ``CublasGemm::execute``: ``heuristic_.workspaceSize`` bytes
+    from MLX's allocator, added to the encoder's temporaries, so alive until the graph completes). Which
+    algorithm (and workspace) the heuristic picks is cuBLASLt's choice per shape; this is the charged bound."""
+
+    max_rows: PosInt = Field(description="matmuls of at most this many rows are charged (more rows: measured none)")
+    matmuls: list[Literal["mlp_down"]] = Field(description="which matmuls of a layer are charged")
+    bytes_per_output_element: PosInt = Field(description="workspace bytes per element of the matmul's output")
+    max_bytes: PosInt = Field(description="MLX's CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES (the cap per matmul)")
+    source: str = Field(min_length=1, description="where the numbers come from")
+
+
 class Donation(Strict):
     """Which single-use inputs an op of the backend writes into instead of allocating (read by the item
     formulas, peak/ops/). Why per backend: on CUDA an op's inputs stay referenced by the command encoder until
@@ -246,6 +258,7 @@ class RouteTable(Strict):
     executor: Executor
     fast_ops: FastOps = Field(default_factory=FastOps)
     donation: Donation = Field(default_factory=Donation)
+    gemm_workspace: GemmWorkspace | None = Field(None, description="cuBLASLt matmul workspace (absent: none)")
     fallback: FallbackCosts
     routes: list[Route] = Field(min_length=1, description="first matching rule wins; the last should match anything")
 

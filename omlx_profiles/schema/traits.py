@@ -26,6 +26,9 @@ class Traits(_Strict):
                             "(B, H, L, D) transpose (RMSNorm first copies the non-contiguous view)")
     gated_attention: bool = Field(False, description="q_proj also yields an output gate: o_proj(out * sigmoid(gate))")
     sandwich_norm: bool = Field(False, description="pre- and post-norms around both blocks (four norms per layer)")
+    query_scale: bool = Field(False, description="queries * a per-position scale after RoPE (llama-4 scaling): a "
+                                                 "new q-sized product (RoPE's output is a transposed view), which "
+                                                 "SDPA then writes its output in the layout of, so o_proj copies it")
     gelu_approx: bool = Field(False, description="MLP = down(gelu_approx(gate) * up), gelu_approx its own primitive")
     softcap_attention: bool = Field(
         False, description="attention written out in Python with tanh-capped logits (never mx.fast SDPA)")

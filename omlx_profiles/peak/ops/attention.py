@@ -285,6 +285,18 @@ def attention_items(p: Profile, entry: CacheEntry, step: EntryStep, ctx: CallCon
     if gate:  # the gate waits for the output projection, past SDPA
         after = sum(it.term != "sdpa.bool_mask_to_additive" for it in sdpa)  # the SDPA items after the update
         upd = Item(upd.term, upd.bytes, upd.ops, upd.views, carry=gate, carry_items=after + 1, out=upd.out)
+    if tr.query_scale and sdpa:
+        # ``queries * attn_scale`` (mlx-lm ministral3): RoPE's output keeps the (B, H, L, D) transposed strides, so
+        # the broadcast product is a new row-contiguous q; the fused SDPA writes its output in that layout, so the
+        # transpose back before o_proj copies it (a second q-sized buffer, charged here with the product: a bound
+        # in placement). Devstral-Small-2-24B vs the same dims as a plain llama on the H200, step 512: +0.13-0.15
+        # GiB over ~18 layers in flight (s13-cuda note: 4.055 vs 3.903, 9.097 vs 8.964).
+        # Folded into SDPA's first item (bytes only: no executor slot of its own, so the op windows of the CPU
+        # and Metal executors keep the same ops and the estimate only grows; the mistral3 wrapper's traits charge
+        # it for every text stack it may build, see profiles/mlx_lm/mistral3.yaml).
+        q_b, first = 2 * S * n_q * dk * s, sdpa[0]
+        sdpa[0] = replace(first, bytes=first.bytes + q_b, out=first.out if first.out >= 0 else first.bytes,
+                          op_bytes=(first.op_bytes[0] + q_b, *first.op_bytes[1:]) if first.op_bytes else ())
     items += _mask_first(rope, upd, sdpa)
     if gate:  # output * sigmoid(gate)
         items.append(Item("attn_gate", 2 * S * n_q * dv * s, 2, 1, out=S * n_q * dv * s, elems=3 * S * n_q * dv))

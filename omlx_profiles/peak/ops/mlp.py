@@ -24,6 +24,17 @@ def argsort_nodes(n: int, kn) -> int:
     return 1 + kn.sort_merge_pass_nodes * max(0, (blocks - 1).bit_length())
 
 
+def gemm_workspace(ctx: CallContext, rows: int, out_cols: int, matmul: str) -> int:
+    """Bytes of the cuBLASLt workspace the kernel table charges to one matmul (``gemm_workspace`` in
+    profiles/kernels/cuda.yaml, with its source): MLX CUDA allocates it as a temporary of the graph, so it stays
+    alive with the graph's other temporaries; 0 on a backend without one, above ``max_rows`` or for a matmul the
+    table does not name."""
+    w = ctx.routes.gemm_workspace
+    if w is None or rows > w.max_rows or matmul not in w.matmuls:
+        return 0
+    return min(w.max_bytes, rows * out_cols * w.bytes_per_output_element)
+
+
 def mlp_items(p: Profile, ctx: CallContext, *, moe: bool) -> list[Item]:
     """The feed-forward block: dense SwiGLU, or the mlx-lm SwitchGLU MoE (+ shared experts)."""
     S, s = ctx.q_len, ctx.act
@@ -80,21 +91,22 @@ def mlp_items(p: Profile, ctx: CallContext, *, moe: bool) -> list[Item]:
         I = p.intermediate_size or 0
         if not I:
             raise UnsupportedError(f"unsupported: {p.name} has no intermediate_size, so its MLP activations are unknown")
+        ws = gemm_workspace(ctx, S, h, "mlp_down")
         if tr.fused_gate_up:
             # one gate|up matmul, the compiled SwiGLU on its two column views (each counts the 2*S*I span; it
             # cannot write into a view, so it allocates), down
-            items.append(Item("mlp", S * I * s * 3 + S * h * s, 3, 3, out=S * h * s,
-                              op_bytes=(2 * S * I * s, S * I * s, S * h * s),
+            items.append(Item("mlp", S * I * s * 3 + S * h * s + ws, 3, 3, out=S * h * s,
+                              op_bytes=(2 * S * I * s, S * I * s, S * h * s + ws),
                               elems=(S * h + 2 * I * h, 4 * S * I, S * I + h * I)))
         elif tr.gelu_approx:
             # gate, up, gelu_approx (a new buffer), the product (in place), down
-            items.append(Item("mlp", S * I * s * 3 + S * h * s, 5, 3, out=S * h * s, nodes=6,
-                              op_bytes=(S * I * s, S * I * s, S * I * s, 0, S * h * s),
+            items.append(Item("mlp", S * I * s * 3 + S * h * s + ws, 5, 3, out=S * h * s, nodes=6,
+                              op_bytes=(S * I * s, S * I * s, S * I * s, 0, S * h * s + ws),
                               elems=(S * h + I * h, S * h + I * h, 3 * S * I, 2 * S * I, S * I + h * I)))
         else:
             # gate, up, down; the compiled SwiGLU writes into gate's or up's buffer (donation, measured)
-            items.append(Item("mlp", S * I * s * 2 + S * h * s, 4, 3, out=S * h * s,
-                              op_bytes=(S * I * s, S * I * s, 0, S * h * s),
+            items.append(Item("mlp", S * I * s * 2 + S * h * s + ws, 4, 3, out=S * h * s,
+                              op_bytes=(S * I * s, S * I * s, 0, S * h * s + ws),
                               elems=(S * h + I * h, S * h + I * h, 2 * S * I, S * I + h * I)))
     if tr.sandwich_norm:
         items.append(fast_op(ctx, "rms_norm", S * h * s, weight=h, donates=True))
