@@ -213,8 +213,7 @@ def tight_upper(fast, new: int, chunk: int, cached: int, memo: dict, need: int |
             f = c.calls[i].at(off)
         else:
             key = (chunk, fresh, r, gen[0])
-            t = memo.get(key)
-            if t is None and need is not None:
+            if need is not None and key not in memo:
                 # the lines at r lie between the lower buckets' and the bucket top's: where ``need`` is not
                 # between those, they decide without building r's own lines (tens of ms per new r)
                 lo_u = c.calls[i - 1].at(off) if i else 0
@@ -222,16 +221,7 @@ def tight_upper(fast, new: int, chunk: int, cached: int, memo: dict, need: int |
                 lo_u, hi_u = max(lo_u, v), max(hi_u, v)
                 if hi_u <= need or lo_u > need:
                     return lo_u, hi_u
-            if t is None:
-                if len(memo) >= 1 << 14:  # every r of a few chunk sizes (``Estimator.prepare(follow_ups=True)``)
-                    memo.clear()
-                q_min = c.tops[i - 1] + 1 if i else 1
-                t = memo[key] = c.model.pieces(r, chunk, "upper", q_min=q_min)[0]
-            f = t.at(off)
-            if i:
-                g = c.calls[i - 1].at(off)
-                if g > f:
-                    f = g
+            f = prefix_lines.shorter_call_at(c, i, r, chunk, off, memo, key)
         if f > v:
             v = f
     return v

@@ -104,6 +104,26 @@ def _shapeless(fast, memo: dict) -> bool:
     return v
 
 
+def shorter_call_at(c, i: int, r: int, chunk: int, off: int, memo: dict, key) -> int:
+    """The shorter call of ``r`` queries at offset ``off``, from a chunk's bucketed lines ``c`` (``FastPeak``'s
+    ``_Chunk``; ``i`` = the bucket holding ``r``, whose top is not ``r``): ``r``'s own lines (``CallModel.pieces``
+    over the bucket's layouts from the lower bucket's top + 1, built once per ``key`` in ``memo``) with the lower
+    buckets' cumulative lines in the maximum, so the bound is no lower for a larger ``r`` (``envelope.tight_upper``'s
+    doc). Shared by ``envelope.tight_upper`` and ``_bucketed`` below."""
+    t = memo.get(key)
+    if t is None:
+        if len(memo) >= 1 << 14:  # every r of a few chunk sizes (``Estimator.prepare(follow_ups=True)``)
+            memo.clear()
+        q_min = c.tops[i - 1] + 1 if i else 1
+        t = memo[key] = c.model.pieces(r, chunk, "upper", q_min=q_min)[0]
+    f = t.at(off)
+    if i:
+        g = c.calls[i - 1].at(off)
+        if g > f:
+            f = g
+    return f
+
+
 def _bucketed(fast, new: int, S: int, cached: int, memo: dict) -> int:
     """``U(new, cached)`` from ``FastPeak``'s bucketed lines after a prefix (module doc: cumulative over the query
     count, so non-decreasing in ``new`` too)."""
@@ -128,16 +148,7 @@ def _bucketed(fast, new: int, S: int, cached: int, memo: dict) -> int:
         if c.tops[i] == r:
             f = c.calls[i].at(off)
         else:
-            rkey = ("r", fast, S, fresh, r, _TILED_VERSION[0])
-            t = memo.get(rkey)
-            if t is None:
-                q_min = c.tops[i - 1] + 1 if i else 1
-                t = memo[rkey] = c.model.pieces(r, S, "upper", q_min=q_min)[0]
-            f = t.at(off)
-            if i:
-                g = c.calls[i - 1].at(off)
-                if g > f:
-                    f = g
+            f = shorter_call_at(c, i, r, S, off, memo, ("r", fast, S, fresh, r, _TILED_VERSION[0]))
         if f > v:
             v = f
     return v
